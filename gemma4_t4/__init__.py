@@ -1,0 +1,1 @@
+"""Operator tools for gemma4-t4: the offline plan, the Turing fit checker, and more."""
