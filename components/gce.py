@@ -99,19 +99,21 @@ class GceT4Settings:
                               f"staging {model_id} needs about {need_gib:.1f} GiB, and the kernel kills vLLM without a "
                               "traceback", "pulumi config set gemma4-t4:swapSizeGb 16")
 
-    def cost_per_hour_usd(self) -> float:
+    def cost_per_hour_usd(self) -> float | None:
+        """While running: machine, GPU, address and both disks; None if the catalog lacks a price."""
         prices = catalog.GCE_PRICES
-        monthly_disks = (self.boot_disk_size_gb * prices[f"disk:{self.boot_disk_type}:gb-month"].usd_per_hour
-                         + self.data_disk_monthly_usd())
-        gpu = prices.get(f"gpu:{self.gpu_type}")
-        hourly = (prices[f"machine:{self.machine_type}"].usd_per_hour
-                  + (gpu.usd_per_hour * self.gpu_count if gpu else math.nan)
-                  + prices["ip:external-in-use"].usd_per_hour
-                  + monthly_disks / catalog.HOURS_PER_MONTH)
+        keys = [f"machine:{self.machine_type}", f"gpu:{self.gpu_type}", "ip:external-in-use",
+                f"disk:{self.boot_disk_type}:gb-month", f"disk:{self.data_disk_type}:gb-month"]
+        if any(key not in prices for key in keys):
+            return None
+        monthly_disks = self.boot_disk_size_gb * prices[keys[3]].usd_per_hour + self.data_disk_monthly_usd()
+        hourly = (prices[keys[0]].usd_per_hour + prices[keys[1]].usd_per_hour * self.gpu_count
+                  + prices[keys[2]].usd_per_hour + monthly_disks / catalog.HOURS_PER_MONTH)
         return round(hourly, 4)
 
-    def data_disk_monthly_usd(self) -> float:
-        return round(self.data_disk_size_gb * catalog.GCE_PRICES[f"disk:{self.data_disk_type}:gb-month"].usd_per_hour, 2)
+    def data_disk_monthly_usd(self) -> float | None:
+        price = catalog.GCE_PRICES.get(f"disk:{self.data_disk_type}:gb-month")
+        return None if price is None else round(self.data_disk_size_gb * price.usd_per_hour, 2)
 
 
 @dataclass
@@ -126,7 +128,8 @@ class GceT4Server(pulumi.ComponentResource):
     zone: pulumi.Output[str]
     data_disk_name: pulumi.Output[str]
     ssh_tunnel_command: pulumi.Output[str]
-    cost_per_hour_usd: float
+    cost_per_hour_usd: float | None
+    data_disk_monthly_usd: float | None
 
     def __init__(self, name: str, args: GceT4ServerArgs, opts: pulumi.ResourceOptions | None = None):
         # Validate before registering anything: a refused config creates no resource.
@@ -210,6 +213,9 @@ class GceT4Server(pulumi.ComponentResource):
             "gcloud compute ssh ", instance.name, " --zone ", instance.zone,
             f" --tunnel-through-iap -- -N -L {serving.port}:127.0.0.1:{serving.port}")
         self.cost_per_hour_usd = settings.cost_per_hour_usd()
+        if self.cost_per_hour_usd is None:
+            pulumi.log.warn(f"no catalog price for {settings.machine_type} + {settings.gpu_type}: cost not estimated",
+                            resource=self)
         self.data_disk_monthly_usd = settings.data_disk_monthly_usd()
         self.register_outputs({
             "instance_name": self.instance_name,

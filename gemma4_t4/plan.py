@@ -132,13 +132,15 @@ def _mock_state(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_program(stack: str, config: dict[str, Any], program: Path = REPO / "__main__.py") -> Plan:
-    """Run the Pulumi program under mocks; raises whatever the program raises (a refused
-    config raises ConfigError before any resource is registered)."""
+def run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
+                program: Path = REPO / "__main__.py") -> Plan:
+    """Run the Pulumi program under fresh mocks, recording into ``plan``. Raises whatever the
+    program raises (a refused config raises ConfigError); ``plan`` then shows what had been
+    registered by then."""
     import pulumi
     from pulumi.runtime import mocks, settings
 
-    plan = Plan(stack)
+    plan = plan if plan is not None else Plan(stack)
 
     class Mocks(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs):

@@ -1,0 +1,143 @@
+"""The gce-t4 stack's resource graph, under Pulumi mocks, against the facts it must hold."""
+
+from __future__ import annotations
+
+import yaml
+from conftest import REPO, require_tool, run
+
+from cloudinit import render
+from gemma4_t4 import catalog
+
+INSTANCE = "gcp:compute/instance:Instance"
+DISK = "gcp:compute/disk:Disk"
+FIREWALL = "gcp:compute/firewall:Firewall"
+COMPONENT = "gemma4-t4:gce:T4Server"
+
+
+def test_vm_is_an_n1_standard_2_with_one_t4_that_terminates_on_maintenance(run_stack):
+    vm = run_stack("gce-t4").one(INSTANCE).inputs
+    assert vm["machineType"] == "n1-standard-2"
+    assert vm["zone"] == "us-west2-b"
+    assert vm["guestAccelerators"] == [{"type": "nvidia-tesla-t4", "count": 1.0}]
+    assert vm["scheduling"]["onHostMaintenance"] == "TERMINATE"
+    assert vm["scheduling"]["automaticRestart"] is True
+    assert vm["scheduling"]["provisioningModel"] == "STANDARD"
+
+
+def test_boot_disk_is_debian_13_on_32_gb_pd_ssd(run_stack):
+    boot = run_stack("gce-t4").one(INSTANCE).inputs["bootDisk"]
+    assert boot["initializeParams"] == {"image": "debian-cloud/debian-13", "size": 32.0, "type": "pd-ssd"}
+    assert boot["autoDelete"] is True
+
+
+def test_data_disk_is_its_own_retained_pd_balanced_resource_attached_by_device_name(run_stack):
+    plan = run_stack("gce-t4")
+    disk = plan.one(DISK)
+    assert disk.inputs["type"] == "pd-balanced" and disk.inputs["size"] == 250.0
+    assert disk.options["retainOnDelete"] is True, "pulumi destroy must leave the checkpoints"
+    vm = plan.one(INSTANCE)
+    assert vm.inputs["attachedDisks"] == [{"source": f"https://mock.invalid/{DISK}/gemma4-t4-data",
+                                           "deviceName": "gemma4-data"}]
+    assert f"{DISK}::gemma4-t4-data" in vm.options["dependsOn"]
+    # The disk attaches to one VM at a time: a replaced VM must go before its successor comes.
+    assert vm.options["deleteBeforeReplace"] is True
+    assert vm.options["replaceOnChanges"] == ["metadata"]
+
+
+def test_retain_data_disk_false_lets_destroy_delete_it(run_stack):
+    plan = run_stack("gce-t4", "retainDataDisk=false")
+    assert plan.one(DISK).options["retainOnDelete"] is False
+    assert plan.outputs["billing_after_destroy_usd_per_month"] == 0.0
+
+
+def test_only_iap_ssh_is_admitted_and_nothing_opens_the_vllm_port(run_stack):
+    plan = run_stack("gce-t4")
+    rules = plan.find(FIREWALL)
+    assert len(rules) == 1
+    rule = rules[0].inputs
+    assert rule["direction"] == "INGRESS"
+    assert rule["sourceRanges"] == ["35.235.240.0/20"]
+    assert rule["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
+    assert rule["targetTags"] == plan.one(INSTANCE).inputs["tags"]
+    network = plan.one("gcp:compute/network:Network").inputs
+    assert network["autoCreateSubnetworks"] is False, "a default network would bring its own open rules"
+
+
+def test_secure_boot_is_off_so_the_unsigned_dkms_module_loads(run_stack):
+    assert run_stack("gce-t4").one(INSTANCE).inputs["shieldedInstanceConfig"]["enableSecureBoot"] is False
+
+
+def test_every_child_is_parented_to_the_component(run_stack):
+    plan = run_stack("gce-t4")
+    component = plan.one(COMPONENT)
+    assert component.parent is None
+    children = [r for r in plan.resources if r is not component]
+    assert children and all(r.parent == f"{COMPONENT}::gemma4-t4" for r in children)
+
+
+def test_outputs_give_instance_zone_tunnel_disk_and_cost(run_stack):
+    out = run_stack("gce-t4").outputs
+    assert out["instance_name"] == "gemma4-t4" and out["zone"] == "us-west2-b"
+    assert out["data_disk_name"] == "gemma4-t4-data"
+    assert out["ssh_tunnel_command"] == ("gcloud compute ssh gemma4-t4 --zone us-west2-b --tunnel-through-iap "
+                                         "-- -N -L 8000:127.0.0.1:8000")
+    prices = catalog.GCE_PRICES
+    floor = prices["machine:n1-standard-2"].usd_per_hour + prices["gpu:nvidia-tesla-t4"].usd_per_hour
+    assert floor < out["cost_per_hour_usd"] < floor + 0.1
+    assert out["billing_after_destroy_usd_per_month"] == 250 * prices["disk:pd-balanced:gb-month"].usd_per_hour
+
+
+def test_metadata_carries_user_data_the_bootstrap_and_os_login(run_stack):
+    metadata = run_stack("gce-t4").one(INSTANCE).inputs["metadata"]
+    assert metadata["startup-script"] == (REPO / "cloudinit" / "bootstrap.sh").read_text()
+    assert metadata["enable-oslogin"] == "TRUE"
+    assert metadata["user-data"].startswith("#cloud-config\n")
+    assert len(metadata["user-data"].encode()) < render.GCE_METADATA_VALUE_LIMIT
+
+
+def test_rendered_user_data_passes_cloud_init_schema(run_stack, tmp_path):
+    require_tool("cloud-init")
+    path = tmp_path / "user-data.yaml"
+    path.write_text(run_stack("gce-t4").one(INSTANCE).inputs["metadata"]["user-data"])
+    result = run(["cloud-init", "schema", "--config-file", str(path)])
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Valid cloud-config" in result.stdout
+
+
+def _guest_file(plan, path: str) -> str:
+    user_data = yaml.safe_load(plan.one(INSTANCE).inputs["metadata"]["user-data"])
+    return next(f["content"] for f in user_data["write_files"] if f["path"] == path)
+
+
+def test_vllm_flags_come_from_the_serving_config(run_stack):
+    env = _guest_file(run_stack("gce-t4"), "/etc/gemma4-t4/vllm.env")
+    args = next(line for line in env.splitlines() if line.startswith("VLLM_ARGS=")).split("=", 1)[1].split()
+    assert args == ["--model", "google/gemma-4-E2B-it-qat-w4a16-ct",
+                    "--served-model-name", "google/gemma-4-E2B-it-qat-w4a16-ct",
+                    "--host", "127.0.0.1", "--port", "8000", "--dtype", "float16", "--max-model-len", "16384",
+                    "--gpu-memory-utilization", "0.9", "--max-num-seqs", "8", "--language-model-only"]
+    changed = _guest_file(run_stack("gce-t4", "maxModelLen=8192", "languageModelOnly=false"),
+                          "/etc/gemma4-t4/vllm.env")
+    assert "--max-model-len 8192" in changed and "--language-model-only" not in changed
+
+
+def test_guest_settings_carry_the_pins_and_the_data_disk(run_stack):
+    env = _guest_file(run_stack("gce-t4"), "/etc/gemma4-t4/guest.env")
+    assert f"VLLM_VERSION={catalog.PINS['vllm.gce']}\n" in env
+    assert f"DRIVER_BRANCH={catalog.PINS['nvidia.driver_branch']}\n" in env
+    assert "DATA_DEVICE=/dev/disk/by-id/google-gemma4-data\n" in env
+    assert "SWAP_SIZE_GB=16\n" in env
+    assert "PYTHON=python3.13\n" in env
+
+
+def test_the_clamp_source_ships_with_the_guest(run_stack):
+    plan = run_stack("gce-t4")
+    shipped = _guest_file(plan, f"{render.CLAMP_SRC}/turing_clamp/plugin.py")
+    assert shipped == (REPO / "turing" / "turing_clamp" / "plugin.py").read_text()
+    assert "vllm.general_plugins" in _guest_file(plan, f"{render.CLAMP_SRC}/pyproject.toml")
+
+
+def test_stack_file_spells_out_every_project_key():
+    project_keys = set(yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"])
+    stack = yaml.safe_load((REPO / "Pulumi.gce-t4.yaml").read_text())["config"]
+    assert {k.split(":", 1)[1] for k in stack if k.startswith("gemma4-t4:")} >= project_keys - {"hfTokenSecret"}

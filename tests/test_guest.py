@@ -1,0 +1,196 @@
+"""The guest's scripts and units, checked by the real tools, and their idempotency exercised
+here where a machine allows (a loop device for the data disk; swap files and fstab edits)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid as uuidlib
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, require_tool, run
+
+from cloudinit import render
+
+SCRIPTS = sorted((REPO / "cloudinit").rglob("*.sh")) + sorted((REPO / "turing").rglob("*.sh"))
+UNITS = sorted((REPO / "cloudinit" / "units").glob("*.service"))
+DISK_SCRIPT = REPO / "cloudinit" / "scripts" / "setup-data-disk.sh"
+SWAP_SCRIPT = REPO / "cloudinit" / "scripts" / "setup-swap.sh"
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[s.name for s in SCRIPTS])
+def test_shellcheck_clean(script):
+    result = run([require_tool("shellcheck"), "--severity=style", str(script)])
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_units_pass_systemd_analyze_verify(tmp_path):
+    """verify insists that every Exec path exists: point them at this checkout's scripts and
+    this interpreter, keep every other line as shipped."""
+    require_tool("systemd-analyze")
+    for unit in UNITS:
+        text = unit.read_text().replace(render.LIB_DIR + "/", str(REPO / "cloudinit" / "scripts") + "/")
+        text = text.replace(f"{render.DATA_MOUNT}/vllm/venv/bin/python", sys.executable)
+        (tmp_path / unit.name).write_text(text)
+    result = run(["systemd-analyze", "verify", *[u.name for u in UNITS]], cwd=tmp_path)
+    assert result.returncode == 0 and not result.stderr.strip(), result.stderr
+
+
+def test_units_ship_what_the_issue_requires():
+    vllm = (REPO / "cloudinit" / "units" / "gemma4-vllm.service").read_text()
+    for line in ("Restart=on-failure", "User=vllm", f"RequiresMountsFor={render.DATA_MOUNT}",
+                 "After=gemma4-t4-provision.service network-online.target",
+                 "ExecStartPre=/usr/local/lib/gemma4-t4/preflight.sh"):
+        assert line in vllm.splitlines()
+    assert f"ExecStart={render.DATA_MOUNT}/vllm/venv/bin/python -m vllm.entrypoints.openai.api_server $VLLM_ARGS" in vllm
+
+
+def test_preflight_refuses_unclamped_or_unfit():
+    text = (REPO / "cloudinit" / "scripts" / "preflight.sh").read_text()
+    assert '-m turing_clamp check || fail' in text
+    assert '-m turing_clamp fit --strict' in text
+    assert "sm_75" in text and "swapon" in text
+
+
+def test_render_is_deterministic_and_ships_every_script_and_unit():
+    args = ["--model", "m"]
+    settings = render.GuestSettings("gemma4-data", 16)
+    text = render.render_user_data(args, settings)
+    assert text == render.render_user_data(args, settings)
+    paths = {f["path"] for f in yaml.safe_load(text)["write_files"]}
+    assert {f"{render.LIB_DIR}/{s.name}" for s in (REPO / "cloudinit" / "scripts").glob("*.sh")} <= paths
+    assert {f"{render.UNIT_DIR}/{u.name}" for u in UNITS} <= paths
+
+
+def test_vllm_args_with_whitespace_are_refused():
+    with pytest.raises(ValueError, match="whitespace"):
+        render.vllm_env(["--model", "two words"])
+
+
+# --- the data disk ---------------------------------------------------------------------------
+
+
+def _loop_device(image: Path) -> str:
+    if os.geteuid() != 0:
+        pytest.skip("attaching a loop device needs root")
+    result = run(["losetup", "--find", "--show", str(image)])
+    if result.returncode != 0:
+        pytest.skip(f"no loop device on this machine: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+@pytest.fixture
+def blank_disk(tmp_path):
+    image = tmp_path / "disk.img"
+    with image.open("wb") as f:
+        f.truncate(64 * 1024 * 1024)
+    device = _loop_device(image)
+    yield device
+    subprocess.run(["umount", "-l", str(tmp_path / "mnt")], capture_output=True)
+    subprocess.run(["losetup", "-d", device], capture_output=True)
+
+
+def _setup_disk(device: str, mountpoint: Path, fstab: Path) -> subprocess.CompletedProcess:
+    return run(["bash", str(DISK_SCRIPT), device, str(mountpoint)], env={**os.environ, "FSTAB": str(fstab)})
+
+
+def test_data_disk_formats_once_mounts_and_keeps_data_across_runs(blank_disk, tmp_path):
+    require_tool("mkfs.ext4")
+    mountpoint, fstab = tmp_path / "mnt", tmp_path / "fstab"
+    fstab.write_text("# test fstab\n")
+    first = _setup_disk(blank_disk, mountpoint, fstab)
+    assert first.returncode == 0, first.stderr
+    assert "creating ext4" in first.stdout
+    fs_uuid = run(["blkid", "-o", "value", "-s", "UUID", blank_disk]).stdout.strip()
+    (mountpoint / "checkpoint.safetensors").write_text("weights")
+
+    subprocess.run(["umount", str(mountpoint)], check=True)  # as after a reboot
+    second = _setup_disk(blank_disk, mountpoint, fstab)
+    assert second.returncode == 0, second.stderr
+    assert "keeping its data" in second.stdout and "creating" not in second.stdout
+    third = _setup_disk(blank_disk, mountpoint, fstab)  # already mounted: nothing to do
+    assert third.returncode == 0 and "already mounted" in third.stdout
+
+    assert (mountpoint / "checkpoint.safetensors").read_text() == "weights"
+    assert run(["blkid", "-o", "value", "-s", "UUID", blank_disk]).stdout.strip() == fs_uuid
+    lines = [line for line in fstab.read_text().splitlines() if not line.startswith("#")]
+    assert lines == [f"UUID={fs_uuid} {mountpoint} ext4 discard,defaults,nofail 0 2"]
+
+
+def test_data_disk_with_a_foreign_filesystem_is_never_touched(tmp_path):
+    require_tool("mkfs.ext4")
+    image = tmp_path / "other.img"
+    with image.open("wb") as f:
+        f.truncate(16 * 1024 * 1024)
+    result = run(["mkswap", str(image)])  # any signature that is not ext4
+    assert result.returncode == 0, result.stderr
+    before = image.read_bytes()
+    refused = _setup_disk(str(image), tmp_path / "mnt", tmp_path / "fstab")
+    assert refused.returncode != 0
+    assert "refusing to touch it" in refused.stderr
+    assert image.read_bytes() == before
+    assert not (tmp_path / "fstab").exists()
+
+
+def test_data_disk_refuses_a_mountpoint_fstab_already_uses(tmp_path):
+    require_tool("mkfs.ext4")
+    image = tmp_path / "disk.img"
+    with image.open("wb") as f:
+        f.truncate(16 * 1024 * 1024)
+    assert run(["mkfs.ext4", "-q", "-F", str(image)]).returncode == 0
+    fstab = tmp_path / "fstab"
+    fstab.write_text(f"UUID={uuidlib.uuid4()} {tmp_path / 'mnt'} ext4 defaults 0 2\n")
+    refused = _setup_disk(str(image), tmp_path / "mnt", fstab)
+    assert refused.returncode != 0 and "already mounts something else" in refused.stderr
+
+
+# --- swap ------------------------------------------------------------------------------------
+
+
+def _setup_swap(swapfile: Path, size_gb: int, fstab: Path) -> subprocess.CompletedProcess:
+    # ACTIVATE=0: a container cannot swapon; the file, its signature and fstab are what persist.
+    env = {**os.environ, "FSTAB": str(fstab), "ACTIVATE": "0"}
+    return run(["bash", str(SWAP_SCRIPT), str(swapfile), str(size_gb)], env=env)
+
+
+def test_swapfile_is_created_once_and_listed_in_fstab_once(tmp_path):
+    require_tool("mkswap")
+    swapfile, fstab = tmp_path / "swapfile", tmp_path / "fstab"
+    first = _setup_swap(swapfile, 1, fstab)
+    assert first.returncode == 0, first.stderr
+    assert "setup-swap: created" in first.stdout
+    assert swapfile.stat().st_size == 1024**3
+    assert oct(swapfile.stat().st_mode & 0o777) == "0o600"
+    assert run(["blkid", "-o", "value", "-s", "TYPE", str(swapfile)]).stdout.strip() == "swap"
+    inode = swapfile.stat().st_ino
+
+    second = _setup_swap(swapfile, 1, fstab)
+    assert second.returncode == 0, second.stderr
+    assert "setup-swap: created" not in second.stdout and swapfile.stat().st_ino == inode
+    assert fstab.read_text().splitlines() == [f"{swapfile} none swap sw,nofail 0 0"]
+
+
+def test_swapfile_of_the_wrong_size_is_rebuilt(tmp_path):
+    swapfile, fstab = tmp_path / "swapfile", tmp_path / "fstab"
+    swapfile.write_bytes(b"\0" * 4096)
+    result = _setup_swap(swapfile, 1, fstab)
+    assert result.returncode == 0 and "setup-swap: created" in result.stdout
+    assert swapfile.stat().st_size == 1024**3
+
+
+def test_swap_size_zero_does_nothing(tmp_path):
+    result = _setup_swap(tmp_path / "swapfile", 0, tmp_path / "fstab")
+    assert result.returncode == 0
+    assert not (tmp_path / "swapfile").exists() and not (tmp_path / "fstab").exists()
+
+
+def test_bootstrap_installs_cloud_init_only_when_missing_and_runs_it_once():
+    text = (REPO / "cloudinit" / "bootstrap.sh").read_text()
+    assert "/var/lib/cloud/instance/boot-finished" in text
+    assert "command -v cloud-init" in text
+    assert "datasource_list: [GCE, None]" in text
+    assert shutil.which("bash")

@@ -1,0 +1,73 @@
+"""`python -m gemma4_t4 plan`: the offline plan as a user runs it (no Pulumi CLI, no cloud)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import yaml
+from conftest import REPO, run
+
+from gemma4_t4 import plan as plan_mod
+
+
+def plan_cli(*args: str):
+    return run([sys.executable, "-m", "gemma4_t4", "plan", *args], cwd=REPO)
+
+
+def test_json_has_the_documented_shape():
+    result = plan_cli("gce-t4", "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"stack", "resources", "outputs", "cost_per_hour_usd"}
+    assert doc["stack"] == "gce-t4"
+    assert doc["cost_per_hour_usd"] == doc["outputs"]["cost_per_hour_usd"] > 0
+    for resource in doc["resources"]:
+        assert {"type", "name", "parent", "inputs"} <= set(resource)
+    vm = next(r for r in doc["resources"] if r["type"] == "gcp:compute/instance:Instance")
+    assert vm["inputs"]["machineType"] == "n1-standard-2"  # engine names: camelCase
+
+
+def test_human_plan_lists_resources_and_cost():
+    result = plan_cli("gce-t4")
+    assert result.returncode == 0, result.stderr
+    assert "+ gcp:compute/instance:Instance  gemma4-t4" in result.stdout
+    assert "estimated cost while running: $" in result.stdout
+
+
+def test_config_override_and_dotted_path_apply_like_pulumi_config_set(tmp_path):
+    result = plan_cli("gce-t4", "--json", "--config", "gemma4-t4:zone=us-central1-a",
+                      "--config", "gemma4-t4:labels.team=ml", "--user-data", str(tmp_path / "ud.yaml"))
+    assert result.returncode == 0, result.stderr
+    vm = next(r for r in json.loads(result.stdout)["resources"] if r["type"] == "gcp:compute/instance:Instance")
+    assert vm["inputs"]["zone"] == "us-central1-a"
+    assert vm["inputs"]["labels"] == {"app": "gemma4-t4", "team": "ml"}
+    assert yaml.safe_load((tmp_path / "ud.yaml").read_text())["write_files"]
+
+
+def test_refused_config_exits_non_zero_with_the_message():
+    result = plan_cli("gce-t4", "--config", "gemma4-t4:dtype=bfloat16")
+    assert result.returncode == 1
+    assert "gemma4-t4:dtype" in result.stderr and "pulumi config set gemma4-t4:dtype float16" in result.stderr
+    assert result.stdout == ""
+
+
+def test_unknown_stack_names_the_known_ones():
+    result = plan_cli("nope")
+    assert result.returncode == 1 and "gce-t4" in result.stderr
+
+
+def test_apply_override_nested_paths():
+    config = {"gemma4-t4:labels": {}}
+    plan_mod.apply_override(config, "labels.a.b=1")
+    plan_mod.apply_override(config, "gemma4-t4:labels.c=2")
+    assert config["gemma4-t4:labels"] == {"a": {"b": "1"}, "c": "2"}
+    with pytest.raises(ValueError):
+        plan_mod.apply_override(config, "no-equals-sign")
+
+
+def test_defaults_come_from_pulumi_yaml_only(tmp_path):
+    (tmp_path / "Pulumi.yaml").write_text(yaml.safe_dump({"config": {"a": {"type": "integer", "default": 3}}}))
+    (tmp_path / "Pulumi.s.yaml").write_text(yaml.safe_dump({"config": {"gcp:project": "p"}}))
+    assert plan_mod.load_stack_config("s", repo=tmp_path) == {"gemma4-t4:a": 3, "gcp:project": "p"}
