@@ -11,6 +11,12 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
+
+# The kernel-target facts (sm_75's shared memory, Gemma 4's attention shapes) live with the clamp,
+# which installs on its own into vLLM's environment; this catalog re-exports them.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "turing"))
+from turing_clamp import targets  # noqa: E402
 
 GIB = 1024**3
 
@@ -33,8 +39,8 @@ class Gpu:
 
 TESLA_T4 = Gpu(
     name="Tesla T4",
-    compute_capability=(7, 5),
-    max_shared_bytes_per_block=65536,
+    compute_capability=targets.SM75,
+    max_shared_bytes_per_block=targets.SM75_SHARED_LIMIT,
     # Seed 002: "total: 15636037632" in the 26B OOM message = 14.56 GiB.
     memory_bytes=15636037632,
     supports_bfloat16=False,
@@ -107,17 +113,6 @@ MODELS = {
 # KV cache); below this the engine dies after loading. Seed 000: 8.02 GiB weights left
 # 4.66 GiB of KV at 0.9 utilisation of 14.56 GiB.
 MODEL_START_HEADROOM_GIB = 1.0
-
-# --- Gemma 4 attention geometry (what the Turing clamp must fit) ------------------------------
-# Sliding-window layers use head 256, global layers head 512 (seeds; vLLM forces its Triton
-# backend for the mix). The fit checker covers every query-per-KV ratio up to 16, the range in
-# which vLLM keeps BLOCK_M at 16, so any Gemma 4 build with such a ratio is covered without
-# naming each checkpoint's config here.
-GEMMA4_HEAD_SIZES = (256, 512)
-GEMMA4_QUERIES_PER_KV = (1, 2, 4, 8, 16)
-GEMMA4_SLIDING_WINDOW = 512
-KV_BLOCK_SIZE = 16
-
 
 # --- Pinned versions (one place; each says why) ------------------------------------------------
 

@@ -23,6 +23,9 @@ def check() -> int:
         print(f"turing_clamp check: VLLM_PLUGINS={allowed!r} excludes {points[0].name!r}: vLLM would not load "
               "the clamp", file=sys.stderr)
         return 1
+    # vLLM keeps the real Triton module only where it sees no GPU it cannot use: with no device
+    # visible, the kernels are inspected as compiled objects (this check needs no GPU).
+    os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
     found = contract.problems(contract.load_module())
     if found:
         print(f"turing_clamp check: {contract.describe(found)}", file=sys.stderr)

@@ -61,6 +61,10 @@ def problems(module: ModuleType) -> list[str]:
         if kernel is None:
             found.append(f"the Triton kernel {name} is gone")
             continue
+        if not _arg_names(kernel):
+            found.append(f"{name} is not a Triton JIT kernel here ({type(kernel).__name__}): vLLM replaces Triton "
+                         "with a placeholder when it finds no usable GPU driver; inspect with CUDA_VISIBLE_DEVICES=''")
+            continue
         missing = [arg for arg in wanted if arg not in _arg_names(kernel)]
         if missing:
             found.append(f"{name} no longer takes {', '.join(missing)}")

@@ -1,0 +1,131 @@
+"""The clamp and the fit checker against the real vLLM wheels of both pinned versions.
+
+Each pinned vLLM lives in its own virtualenv under .fit/ (`make fit-env`: the wheel without its
+GPU dependencies, CPU torch, the Triton that vLLM's torch pins). Tests run their checks there
+as subprocesses. CI sets GEMMA4_T4_REQUIRE_FIT=1, so a missing environment fails there."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run
+
+from gemma4_t4 import catalog
+
+VERSIONS = sorted(catalog.CLAMP_VERIFIED_VLLM)
+
+
+def fit_python(version: str) -> str:
+    python = REPO / ".fit" / f"vllm-{version}" / "bin" / "python"
+    if not python.exists():
+        message = f"no fit environment for vLLM {version}: run `make fit-env`"
+        if os.environ.get("GEMMA4_T4_REQUIRE_FIT") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return str(python)
+
+
+def in_fit_env(version: str, code: str, **env: str):
+    return run([fit_python(version), "-c", textwrap.dedent(code)], cwd="/tmp",
+               env={**os.environ, "CUDA_VISIBLE_DEVICES": "", **env})
+
+
+@pytest.fixture(scope="module", params=VERSIONS)
+def clamped_report(request, tmp_path_factory):
+    version = request.param
+    result = run([fit_python(version), "-m", "turing_clamp", "fit", "--json", "--strict"], cwd="/tmp",
+                 env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    return version, result
+
+
+def test_every_clamped_variant_fits_sm75_without_spills(clamped_report):
+    version, result = clamped_report
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    assert report["vllm"] == version and report["triton"] == catalog.CLAMP_VERIFIED_VLLM[version]
+    assert report["fits"] and report["spill_free"] and not report["refused"]
+    # every head, ratio and path, plus the segment reduce of each 3D decode
+    assert len(report["variants"]) == 2 * 5 * 3 + 2 * 5
+    assert max(v["shared_bytes"] for v in report["variants"]) == 65536
+    wide = [v for v in report["variants"] if v["head_size"] == 512 and v["kernel"] == "kernel_unified_attention"]
+    assert {(v["tile_size"], v["num_warps"]) for v in wide} == {(16, 8)}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_stock_vllm_does_not_fit_at_head_512_as_measured(version):
+    """vLLM's own parameters: the figures of the issue's table (shared bytes are exact)."""
+    result = in_fit_env(version, """
+        import json
+        from turing_clamp import fit
+        cases = [fit.Variant(512, 8, "prefill-2d"), fit.Variant(256, 8, "prefill-2d"), fit.Variant(512, 8, "decode-3d")]
+        print(json.dumps(fit.build_report(clamped=False, variants=cases)))
+    """)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout)
+    rows = {(v["head_size"], v["path"], v["kernel"]): v for v in report["variants"]}
+    wide = rows[(512, "prefill-2d", "kernel_unified_attention")]
+    assert (wide["tile_size"], wide["block_m"], wide["num_warps"]) == (32, 16, 4)
+    assert wide["shared_bytes"] == 98304 and not wide["fits"]
+    assert wide["spill_store_bytes"] > 0
+    assert rows[(256, "prefill-2d", "kernel_unified_attention")]["shared_bytes"] == 49152
+    decode = rows[(512, "decode-3d", "kernel_unified_attention")]
+    assert decode["shared_bytes"] == 65536 and decode["spill_store_bytes"] > 0
+    assert not report["fits"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_plugin_is_registered_and_check_passes(version):
+    result = run([fit_python(version), "-m", "turing_clamp", "check"], cwd="/tmp")
+    assert result.returncode == 0, result.stderr
+    assert f"vLLM {version}" in result.stdout
+    excluded = run([fit_python(version), "-m", "turing_clamp", "check"], cwd="/tmp",
+                   env={**os.environ, "VLLM_PLUGINS": "someone_else"})
+    assert excluded.returncode == 1 and "excludes" in excluded.stderr
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_plugin_clamps_the_real_module_on_turing_and_leaves_it_alone_on_ampere(version):
+    result = in_fit_env(version, """
+        from turing_clamp import contract, plugin
+        module = contract.load_module()
+        stock = (module._get_tile_size, module.kernel_unified_attention)
+        plugin._device_capability = lambda: (8, 0)
+        plugin.register()
+        assert (module._get_tile_size, module.kernel_unified_attention) == stock, "changed on sm_80"
+        plugin._device_capability = lambda: (7, 5)
+        plugin.device_shared_limit = lambda: 65536
+        plugin.register()
+        print(module._get_tile_size(512, 0, 2, True), module._get_tile_size(256, 512, 2, True),
+              module._get_tile_size(512, 0, 2, False), type(module.kernel_unified_attention).__name__)
+    """)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["16", "32", "16", "ClampedKernel"]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_vllm_whose_launcher_changed_makes_clamp_and_checker_fail_closed(version):
+    result = in_fit_env(version, """
+        import sys, types
+        from turing_clamp import contract, fit, plugin, policy
+        real = contract.load_module()
+        source = open(real.__file__).read().replace("_get_tile_size", "_pick_tile_size")
+        changed = types.ModuleType(contract.MODULE)
+        changed.__file__ = real.__file__
+        exec(compile(source, real.__file__, "exec"), changed.__dict__)
+        sys.modules[contract.MODULE] = changed
+        plugin._device_capability = lambda: (7, 5)
+        try:
+            plugin.register()
+            print("CLAMP SILENTLY PASSED")
+        except policy.ClampError as err:
+            print("clamp refused:", err)
+        print("fit exit", fit.main(["--json"]))
+    """)
+    assert "CLAMP SILENTLY PASSED" not in result.stdout
+    assert f"clamp refused: vLLM {version}" in result.stdout and "_get_tile_size() is gone" in result.stdout
+    assert "fit exit 1" in result.stdout
+    assert f"vLLM {version}" in result.stderr and "Refusing to run unclamped" in result.stderr
