@@ -4,7 +4,7 @@ VENV := .venv
 FIT := .fit
 CLAMP_VLLM := $(shell $(PYTHON) -m gemma4_t4.catalog clamp-matrix | tr ' ' '\n' | cut -d: -f1)
 FIT_ENVS := $(foreach v,$(CLAMP_VLLM),$(FIT)/vllm-$(v)/.installed)
-STACKS := gce-t4
+STACKS := gce-t4 sagemaker-t4
 
 .PHONY: plan test fit fit-env lint device-bundle clean
 
@@ -26,7 +26,8 @@ fit: fit-env
 	@for v in $(CLAMP_VLLM); do (cd /tmp && $(CURDIR)/$(FIT)/vllm-$$v/bin/python -m turing_clamp fit --strict) || exit 1; echo; done
 
 lint: $(VENV)/.installed
-	shellcheck cloudinit/*.sh cloudinit/scripts/*.sh turing/*.sh
+	shellcheck cloudinit/*.sh cloudinit/scripts/*.sh turing/*.sh components/scripts/*.sh
+	$(VENV)/bin/hadolint turing/Dockerfile
 
 test: $(VENV)/.installed fit-env
 	$(VENV)/bin/python -m pytest -q

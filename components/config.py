@@ -52,6 +52,15 @@ class StackConfig:
             raise ConfigError(key, f"must be an object, got {value!r}", f"pulumi config set --path {PROJECT}:{key}.NAME VALUE")
         return value
 
+    def optional_secret(self, key: str) -> pulumi.Output[str] | None:
+        """A value that must be a Pulumi secret when set: refused if it sits in plain text."""
+        if self._config.get(key) in (None, ""):
+            return None
+        if not pulumi.runtime.is_config_secret(f"{PROJECT}:{key}"):
+            raise ConfigError(key, "is stored in plain text in the stack file",
+                              f"pulumi config rm {PROJECT}:{key} && pulumi config set --secret {PROJECT}:{key} VALUE")
+        return self._config.get_secret(key)
+
     def serving(self) -> ServingConfig:
         model = self.str("model")
         return ServingConfig(
@@ -102,3 +111,27 @@ def gce_settings(cfg: StackConfig):
         swap_size_gb=cfg.int("swapSizeGb"),
         allow_non_t4_gpu=cfg.bool("allowNonT4Gpu"),
     )
+
+
+def sagemaker_settings(cfg: StackConfig):
+    from .sagemaker import SageMakerT4Settings  # imported here: pulumi_aws is only needed by this stack
+
+    region = pulumi.Config("aws").get("region")
+    if not region:
+        raise ConfigError("aws:region", "is not set", "pulumi config set aws:region us-east-2")
+    return SageMakerT4Settings(
+        region=region,
+        instance_type=cfg.str("instanceType"),
+        instance_count=cfg.int("instanceCount"),
+        inference_ami_version=cfg.str("inferenceAmiVersion"),
+        base_image=cfg.str("baseImage"),
+        startup_health_check_timeout_s=cfg.int("startupHealthCheckTimeoutSeconds"),
+        model_data_download_timeout_s=cfg.int("modelDataDownloadTimeoutSeconds"),
+        keep_images=cfg.bool("keepImages"),
+        allow_non_t4_instance=cfg.bool("allowNonT4Instance"),
+    )
+
+
+def hf_token(cfg: StackConfig) -> pulumi.Output[str] | None:
+    """The optional Hugging Face token (Gemma 4 is not gated, so usually none)."""
+    return cfg.optional_secret("hfToken")

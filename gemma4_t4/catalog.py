@@ -75,7 +75,12 @@ SAGEMAKER_PRICES = {
     "ml.g4dn.xlarge": Price(0.736, "seed 002: SageMaker real-time, us-east-2, 2026-09-30"),
     "ml.g6.xlarge": Price(1.1267, "seed 002: SageMaker real-time, us-east-2, 2026-09-30"),
 }
+AWS_PRICES = {
+    "ecr:gb-month": Price(0.10, "AWS list price, ECR private storage, 2026"),
+}
 HOURS_PER_MONTH = 730
+# The clamped SageMaker image as pushed (seed 002: "8.34 GiB compressed").
+SAGEMAKER_IMAGE_BYTES = int(8.34 * 1024**3)
 
 # Host RAM per GCE machine type (bytes): decides whether vLLM's weight staging needs swap.
 GCE_MACHINE_RAM_BYTES = {"n1-standard-2": 7797587968}  # seed 000: HOST_RAM_TOTAL_BYTES

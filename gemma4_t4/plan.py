@@ -70,7 +70,17 @@ def apply_override(config: dict[str, Any], override: str) -> None:
     node[nested[-1]] = value
 
 
+SECRET_PLACEHOLDER = "[secret]"
+
+
+def secret_keys(config: dict[str, Any]) -> list[str]:
+    """Keys whose stack-file value is `secure:` ciphertext: secrets the plan cannot decrypt."""
+    return [key for key, value in config.items() if isinstance(value, dict) and set(value) == {"secure"}]
+
+
 def _as_config_string(value: Any) -> str:
+    if isinstance(value, dict) and set(value) == {"secure"}:
+        return SECRET_PLACEHOLDER
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (dict, list)):
@@ -123,7 +133,9 @@ class Plan:
 def _mock_state(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     """Inputs plus the computed outputs the program reads, so no Output is left unknown."""
     physical = inputs.get("name") or name
+    computed = {"stdout": "sha256:" + "0" * 64} if typ == "command:local:Command" else {}
     return {
+        **computed,
         **inputs,
         "name": physical,
         "selfLink": f"https://mock.invalid/{typ}/{physical}",
@@ -154,7 +166,7 @@ def run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
             response = super().RegisterResource(request)
             if request.type != "pulumi:pulumi:Stack":
                 registered = self.resources[response.urn]
-                inputs = {k: v for k, v in registered.state.items() if k in _input_keys(request)}
+                inputs = {k: _jsonable(v) for k, v in registered.state.items() if k in _input_keys(request)}
                 plan.resources.append(RegisteredResource(
                     request.type, request.name, response.urn, _parent(request.parent),
                     bool(request.custom), inputs, _options(request)))
@@ -163,7 +175,7 @@ def run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
     settings.reset_options(project=PROJECT, stack=stack, preview=False)
     mock_impl = Mocks()
     mocks.set_mocks(mock_impl, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mock_impl))
-    pulumi.runtime.set_all_config({k: _as_config_string(v) for k, v in config.items()})
+    pulumi.runtime.set_all_config({k: _as_config_string(v) for k, v in config.items()}, secret_keys(config))
 
     @mocks.test
     def run():
@@ -173,6 +185,29 @@ def run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
 
     run()
     return plan
+
+
+def _jsonable(value: Any) -> Any:
+    """Inputs as JSON: assets and archives by what they hold, secrets shown as placeholders."""
+    import pulumi
+
+    if isinstance(value, dict):
+        if value.get(_SECRET_SIG) == _SECRET_MARK:
+            return SECRET_PLACEHOLDER
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, pulumi.AssetArchive):
+        return {"archive": {k: _jsonable(v) for k, v in sorted(value.assets.items())}}
+    if isinstance(value, (pulumi.FileAsset, pulumi.FileArchive)):
+        return {"file": str(Path(value.path).resolve().relative_to(REPO))}
+    if isinstance(value, pulumi.StringAsset):
+        return {"text": value.text}
+    return value
+
+
+# How the wire format marks a secret value (pulumi.runtime.rpc).
+_SECRET_SIG, _SECRET_MARK = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
 
 
 def _urn_label(urn: str) -> str:

@@ -22,7 +22,7 @@ REFUSED = [
     ("host=0.0.0.0", "gemma4-t4:host", "allowNonLoopbackHost true"),
     ("swapSizeGb=0", "gemma4-t4:swapSizeGb", "swapSizeGb 16"),
     ("maxNumSeqs=zero", "gemma4-t4:maxNumSeqs", "<integer>"),
-    ("cloud=azure", "gemma4-t4:cloud", "cloud gce"),
+    ("cloud=azure", "gemma4-t4:cloud", "cloud gce (or sagemaker)"),
 ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 from conftest import REPO, require_tool, run
 
@@ -137,7 +138,16 @@ def test_the_clamp_source_ships_with_the_guest(run_stack):
     assert "vllm.general_plugins" in _guest_file(plan, f"{render.CLAMP_SRC}/pyproject.toml")
 
 
-def test_stack_file_spells_out_every_project_key():
+SAGEMAKER_ONLY = {"instanceType", "instanceCount", "allowNonT4Instance", "inferenceAmiVersion", "baseImage",
+                  "startupHealthCheckTimeoutSeconds", "modelDataDownloadTimeoutSeconds", "keepImages", "hfToken"}
+GCE_ONLY = {"zone", "machineType", "gpuType", "gpuCount", "allowNonT4Gpu", "onHostMaintenance", "bootDiskSizeGb",
+            "bootDiskType", "dataDiskSizeGb", "dataDiskType", "retainDataDisk", "swapSizeGb"}
+
+
+@pytest.mark.parametrize("stack,other_cloud", [("gce-t4", SAGEMAKER_ONLY), ("sagemaker-t4", GCE_ONLY | {"hfToken"})])
+def test_stack_files_spell_out_every_key_of_their_cloud(stack, other_cloud):
     project_keys = set(yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"])
-    stack = yaml.safe_load((REPO / "Pulumi.gce-t4.yaml").read_text())["config"]
-    assert {k.split(":", 1)[1] for k in stack if k.startswith("gemma4-t4:")} >= project_keys - {"hfTokenSecret"}
+    assert SAGEMAKER_ONLY | GCE_ONLY <= project_keys
+    spelled = {k.split(":", 1)[1] for k in yaml.safe_load((REPO / f"Pulumi.{stack}.yaml").read_text())["config"]
+               if k.startswith("gemma4-t4:")}
+    assert spelled == project_keys - other_cloud
