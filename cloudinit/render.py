@@ -26,6 +26,7 @@ ETC_DIR = "/etc/gemma4-t4"
 UNIT_DIR = "/etc/systemd/system"
 CLAMP_SRC = "/opt/gemma4-t4/turing"
 PROVISION_UNIT = "gemma4-t4-provision.service"
+IDLE_STOP_TIMER = "gemma4-t4-idle-stop.timer"
 VLLM_UNIT = "gemma4-vllm.service"
 DATA_MOUNT = "/opt1"  # the units name it too (RequiresMountsFor, ExecStart)
 SERVICE_USER = "vllm"
@@ -35,6 +36,8 @@ SERVICE_USER = "vllm"
 class GuestSettings:
     data_device_name: str  # the GCE attached-disk device name: /dev/disk/by-id/google-<name>
     swap_size_gb: int
+    idle_stop_minutes: int = 0
+    port: int = 8000
     vllm_version: str = catalog.PINS["vllm.gce"]
 
 
@@ -53,6 +56,8 @@ def guest_env(settings: GuestSettings) -> dict[str, str]:
         "CUDA_KEYRING_VERSION": catalog.PINS["nvidia.cuda_keyring"],
         "CUDA_REPO_URL": "https://developer.download.nvidia.com/compute/cuda/repos/debian13/x86_64",
         "REBOOT_FLAG": "/run/gemma4-t4/reboot-required",
+        "IDLE_STOP_MINUTES": str(settings.idle_stop_minutes),
+        "METRICS_URL": f"http://127.0.0.1:{settings.port}/metrics",
     }
 
 
@@ -95,8 +100,8 @@ _BlockStyleDumper.add_representer(
 
 def render_user_data(serving_args: list[str], settings: GuestSettings) -> str:
     """The #cloud-config for the GCE VM. Deterministic: same inputs, same bytes."""
-    scripts = sorted((HERE / "scripts").glob("*.sh"))
-    units = sorted((HERE / "units").glob("*.service"))
+    scripts = guest_scripts()
+    units = guest_units()
     write_files = (
         [{"path": f"{LIB_DIR}/{s.name}", "permissions": "0755", "content": s.read_text()} for s in scripts]
         + [{"path": f"{UNIT_DIR}/{u.name}", "permissions": "0644", "content": u.read_text()} for u in units]
@@ -106,6 +111,7 @@ def render_user_data(serving_args: list[str], settings: GuestSettings) -> str:
         ]
         + [{"path": path, "permissions": "0644", "content": text} for path, text in _clamp_files()]
     )
+    enabled = [PROVISION_UNIT, VLLM_UNIT] + ([IDLE_STOP_TIMER] if settings.idle_stop_minutes else [])
     config = {
         # Only the service's system user: GCE's guest agent manages login users and SSH keys,
         # so cloud-init creates no default user and keeps the host keys.
@@ -115,7 +121,7 @@ def render_user_data(serving_args: list[str], settings: GuestSettings) -> str:
         "write_files": write_files,
         "runcmd": [
             ["systemctl", "daemon-reload"],
-            ["systemctl", "enable", PROVISION_UNIT, VLLM_UNIT],
+            ["systemctl", "enable", *enabled],
             # --no-block: provisioning reboots once for the driver; cloud-init must not wait on it.
             ["systemctl", "start", "--no-block", VLLM_UNIT],
         ],
@@ -124,6 +130,14 @@ def render_user_data(serving_args: list[str], settings: GuestSettings) -> str:
     if len(text.encode()) > GCE_METADATA_VALUE_LIMIT:
         raise ValueError(f"user-data is {len(text.encode())} bytes; GCE allows {GCE_METADATA_VALUE_LIMIT}")
     return text
+
+
+def guest_scripts() -> list[Path]:
+    return sorted(p for p in (HERE / "scripts").iterdir() if p.suffix in (".sh", ".py"))
+
+
+def guest_units() -> list[Path]:
+    return sorted(p for p in (HERE / "units").iterdir() if p.suffix in (".service", ".timer"))
 
 
 def bootstrap_script() -> str:

@@ -110,6 +110,10 @@ def gce_settings(cfg: StackConfig):
         retain_data_disk=cfg.bool("retainDataDisk"),
         swap_size_gb=cfg.int("swapSizeGb"),
         allow_non_t4_gpu=cfg.bool("allowNonT4Gpu"),
+        max_run_hours=cfg.int("maxRunHours"),
+        spot=cfg.bool("spot"),
+        termination_action=cfg.str("terminationAction"),
+        idle_stop_minutes=cfg.int("idleStopMinutes"),
     )
 
 
@@ -129,6 +133,7 @@ def sagemaker_settings(cfg: StackConfig):
         model_data_download_timeout_s=cfg.int("modelDataDownloadTimeoutSeconds"),
         keep_images=cfg.bool("keepImages"),
         allow_non_t4_instance=cfg.bool("allowNonT4Instance"),
+        endpoint_ttl=cfg.str("endpointTtl"),
     )
 
 

@@ -30,6 +30,7 @@ DATA_DISK_FIXED_GB = 30
 # was OOM-killed at a 7.25 of 7.8 GB host peak staging 8.02 GiB of weights).
 STAGING_RAM_OVERHEAD_GIB = 4.0
 UNKNOWN_MODEL_STAGING_RAM_GIB = 16.0
+MIN_IDLE_STOP_MINUTES = 5
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,12 @@ class GceT4Settings:
     retain_data_disk: bool
     swap_size_gb: int
     allow_non_t4_gpu: bool = False
+    # Cost guard, both off by default: a run-time limit after which GCE stops (or deletes) the VM,
+    # and an idle stop after that many minutes without a served request.
+    max_run_hours: int = 0
+    spot: bool = False
+    termination_action: str = ""
+    idle_stop_minutes: int = 0
     image: str = catalog.PINS["gce.image"]
 
     @property
@@ -80,6 +87,36 @@ class GceT4Settings:
                               f"{serving.model} + {self.swap_size_gb} GB swap + {DATA_DISK_FIXED_GB} GB for the vLLM "
                               f"venv and caches needs {needed} GB", f"pulumi config set gemma4-t4:dataDiskSizeGb {needed}")
         self._validate_swap(serving.model)
+        self._validate_cost_guard()
+
+    def _validate_cost_guard(self) -> None:
+        if self.max_run_hours < 0:
+            raise ConfigError("maxRunHours", f"must be 0 (off) or more, got {self.max_run_hours}",
+                              "pulumi config set gemma4-t4:maxRunHours 8")
+        if self.termination_action not in ("", "STOP", "DELETE"):
+            raise ConfigError("terminationAction", f"{self.termination_action!r} is not STOP or DELETE",
+                              "pulumi config set gemma4-t4:terminationAction STOP")
+        if self.spot and self.max_run_hours and not self.termination_action:
+            raise ConfigError("terminationAction", "a SPOT VM with maxRunHours needs an explicit termination action",
+                              "pulumi config set gemma4-t4:terminationAction STOP (the data disk stays either way)")
+        if 0 < self.idle_stop_minutes < MIN_IDLE_STOP_MINUTES:
+            raise ConfigError("idleStopMinutes", f"{self.idle_stop_minutes} min would stop a VM between two requests",
+                              f"pulumi config set gemma4-t4:idleStopMinutes {MIN_IDLE_STOP_MINUTES} (or 0 for off)")
+        if self.idle_stop_minutes < 0:
+            raise ConfigError("idleStopMinutes", "must be 0 (off) or more",
+                              "pulumi config set gemma4-t4:idleStopMinutes 0")
+
+    def scheduling(self) -> gcp.compute.InstanceSchedulingArgs:
+        termination = self.termination_action or ("STOP" if self.max_run_hours or self.spot else None)
+        return gcp.compute.InstanceSchedulingArgs(
+            on_host_maintenance=self.on_host_maintenance,
+            automatic_restart=not self.spot,
+            preemptible=self.spot,
+            provisioning_model="SPOT" if self.spot else "STANDARD",
+            instance_termination_action=termination,
+            max_run_duration=gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=self.max_run_hours * 3600)
+            if self.max_run_hours else None,
+        )
 
     def data_disk_needed_gb(self, model_id: str) -> int:
         model = catalog.MODELS.get(model_id)
@@ -136,7 +173,9 @@ class GceT4Server(pulumi.ComponentResource):
         settings, serving = args.settings, args.serving
         settings.validate(serving)
         serving.validate(settings.gpu())
-        user_data = render_user_data(serving.vllm_args(), GuestSettings(DATA_DISK_DEVICE_NAME, settings.swap_size_gb))
+        user_data = render_user_data(serving.vllm_args(), GuestSettings(
+            DATA_DISK_DEVICE_NAME, settings.swap_size_gb, idle_stop_minutes=settings.idle_stop_minutes,
+            port=serving.port))
 
         super().__init__("gemma4-t4:gce:T4Server", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
@@ -177,11 +216,7 @@ class GceT4Server(pulumi.ComponentResource):
                     image=settings.image, size=settings.boot_disk_size_gb, type=settings.boot_disk_type),
             ),
             guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=settings.gpu_type, count=settings.gpu_count)],
-            scheduling=gcp.compute.InstanceSchedulingArgs(
-                on_host_maintenance=settings.on_host_maintenance,
-                automatic_restart=True,
-                provisioning_model="STANDARD",
-            ),
+            scheduling=settings.scheduling(),
             attached_disks=[gcp.compute.InstanceAttachedDiskArgs(source=data_disk.self_link,
                                                                  device_name=DATA_DISK_DEVICE_NAME)],
             network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(

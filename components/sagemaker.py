@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
 
 import pulumi
 import pulumi_aws as aws
@@ -20,6 +21,8 @@ from .image_build import ImageBuildArgs, TuringImage
 from .serving import ServingConfig
 
 HEALTH_CHECK_RANGE_S = (60, 3600)  # what SageMaker accepts for both timeouts
+MIN_TTL_AHEAD = timedelta(minutes=15)  # an endpoint takes ~13 min to come up (seed 002)
+DELETE_ENDPOINT_TARGET = "arn:aws:scheduler:::aws-sdk:sagemaker:deleteEndpoint"
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ class SageMakerT4Settings:
     model_data_download_timeout_s: int
     keep_images: bool
     allow_non_t4_instance: bool = False
+    endpoint_ttl: str = ""  # UTC time at which EventBridge Scheduler deletes the endpoint; "" = never
 
     def gpu(self) -> catalog.Gpu | None:
         return catalog.TESLA_T4 if self.instance_type in catalog.SAGEMAKER_T4_INSTANCE_TYPES else None
@@ -55,6 +59,25 @@ class SageMakerT4Settings:
                 raise ConfigError(key, f"{value} s is outside SageMaker's {low}-{high} s",
                                   f"pulumi config set gemma4-t4:{key} 900")
         self._validate_host_image()
+        self.ttl()
+
+    def ttl(self, now: datetime | None = None) -> datetime | None:
+        if not self.endpoint_ttl:
+            return None
+        now = now or datetime.now(timezone.utc)
+        example = (now + timedelta(hours=8)).strftime("%Y-%m-%dT%H:00:00Z")
+        fix = f"pulumi config set gemma4-t4:endpointTtl {example} (UTC, in the future), or \"\" for none"
+        try:
+            when = datetime.fromisoformat(self.endpoint_ttl.replace("Z", "+00:00"))
+        except ValueError:
+            raise ConfigError("endpointTtl", f"{self.endpoint_ttl!r} is not an ISO 8601 time", fix) from None
+        if when.tzinfo is None:
+            raise ConfigError("endpointTtl", f"{self.endpoint_ttl!r} has no time zone", fix)
+        when = when.astimezone(timezone.utc)
+        if when < now + MIN_TTL_AHEAD:
+            raise ConfigError("endpointTtl", f"{when:%Y-%m-%dT%H:%M:%SZ} is in the past or less than "
+                              f"{MIN_TTL_AHEAD.seconds // 60} min away", fix)
+        return when
 
     def _validate_host_image(self) -> None:
         host = catalog.SAGEMAKER_AMIS.get(self.inference_ami_version)
@@ -153,6 +176,10 @@ class SageMakerT4Endpoint(pulumi.ComponentResource):
         )
         endpoint = aws.sagemaker.Endpoint(f"{name}-endpoint", endpoint_config_name=config.name, tags=tags, opts=child)
 
+        ttl = settings.ttl()
+        if ttl is not None:
+            self._delete_at(name, ttl, endpoint, tags)
+
         self.endpoint_name = endpoint.name
         self.image_uri = image.image_uri
         self.cost_per_hour_usd = settings.cost_per_hour_usd()
@@ -165,3 +192,26 @@ class SageMakerT4Endpoint(pulumi.ComponentResource):
             "' /dev/stdout")
         self.register_outputs({"endpoint_name": self.endpoint_name, "image_uri": self.image_uri,
                                "invoke_example": self.invoke_example})
+
+    def _delete_at(self, name: str, when: datetime, endpoint: aws.sagemaker.Endpoint, tags: dict[str, str]) -> None:
+        """EventBridge Scheduler deletes the endpoint at ``when``, with a role that can do only that.
+        (Run `pulumi refresh` afterwards: the stack still lists the endpoint.)"""
+        child = pulumi.ResourceOptions(parent=self)
+        role = aws.iam.Role(f"{name}-ttl", assume_role_policy=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": "scheduler.amazonaws.com"},
+                           "Action": "sts:AssumeRole"}]}), tags=tags, opts=child)
+        policy = aws.iam.RolePolicy(f"{name}-ttl-policy", role=role.id, policy=pulumi.Output.json_dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint.arn}]}),
+            opts=child)
+        aws.scheduler.Schedule(
+            f"{name}-ttl",
+            schedule_expression=f"at({when:%Y-%m-%dT%H:%M:%S})",
+            schedule_expression_timezone="UTC",
+            flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+            target=aws.scheduler.ScheduleTargetArgs(
+                arn=DELETE_ENDPOINT_TARGET, role_arn=role.arn,
+                input=pulumi.Output.json_dumps({"EndpointName": endpoint.name})),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
+        )

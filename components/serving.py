@@ -79,7 +79,12 @@ class ServingConfig:
                 "pulumi config set gemma4-t4:dtype float16",
             )
         fit = model_fit(self.model, gpu, self.gpu_memory_utilization)
-        if fit is not None and not fit.fits and not self.allow_model_overflow:
+        if fit is None:
+            import pulumi
+
+            pulumi.log.warn(f"gemma4-t4:model {self.model} is not in the catalog: its fit on a {gpu.name} "
+                            "is not checked (a known Gemma 4 build is)")
+        elif not fit.fits and not self.allow_model_overflow:
             raise ConfigError(
                 "model",
                 f"{self.model} needs {fit.weights_gib:.2f} GiB of weights + {fit.headroom_gib:.2f} GiB to start, "

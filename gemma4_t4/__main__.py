@@ -39,6 +39,21 @@ def _fit(args: argparse.Namespace) -> int:
     return fit.main(argv)
 
 
+def _preflight(args: argparse.Namespace) -> int:
+    from components.errors import ConfigError
+
+    from . import plan as plan_mod
+    from . import preflight
+
+    try:
+        checks = preflight.run(args.stack, plan_mod.load_stack_config(args.stack, args.config or []), args.project)
+    except (preflight.PreflightError, ConfigError, FileNotFoundError) as err:
+        print(f"gemma4-t4 preflight: {err}", file=sys.stderr)
+        return 1
+    print(preflight.format_checks(checks))
+    return 0 if all(c.ok for c in checks) else 1
+
+
 def _target(args: argparse.Namespace):
     from .ops import resolve_target
 
@@ -124,6 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--json", action="store_true")
     f.add_argument("--strict", action="store_true", help="also fail on any register spill")
     f.set_defaults(func=_fit)
+
+    p = sub.add_parser("preflight", help="quotas and GPU offerings the stack needs, with the fix for each")
+    p.add_argument("stack")
+    p.add_argument("--project", help="GCP project (default: gcp:project from the stack file)")
+    p.add_argument("--config", action="append", metavar="KEY=VALUE")
+    p.set_defaults(func=_preflight)
 
     p = sub.add_parser("status", help="serving or not, model and max length, VRAM (GCE) or endpoint status")
     _target_options(p)

@@ -139,9 +139,11 @@ def test_the_clamp_source_ships_with_the_guest(run_stack):
 
 
 SAGEMAKER_ONLY = {"instanceType", "instanceCount", "allowNonT4Instance", "inferenceAmiVersion", "baseImage",
-                  "startupHealthCheckTimeoutSeconds", "modelDataDownloadTimeoutSeconds", "keepImages", "hfToken"}
+                  "startupHealthCheckTimeoutSeconds", "modelDataDownloadTimeoutSeconds", "keepImages", "hfToken",
+                  "endpointTtl"}
 GCE_ONLY = {"zone", "machineType", "gpuType", "gpuCount", "allowNonT4Gpu", "onHostMaintenance", "bootDiskSizeGb",
-            "bootDiskType", "dataDiskSizeGb", "dataDiskType", "retainDataDisk", "swapSizeGb"}
+            "bootDiskType", "dataDiskSizeGb", "dataDiskType", "retainDataDisk", "swapSizeGb", "maxRunHours", "spot",
+            "terminationAction", "idleStopMinutes"}
 
 
 @pytest.mark.parametrize("stack,other_cloud", [("gce-t4", SAGEMAKER_ONLY), ("sagemaker-t4", GCE_ONLY | {"hfToken"})])

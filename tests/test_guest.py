@@ -17,7 +17,7 @@ from conftest import REPO, require_tool, run
 from cloudinit import render
 
 SCRIPTS = sorted((REPO / "cloudinit").rglob("*.sh")) + sorted((REPO / "turing").rglob("*.sh"))
-UNITS = sorted((REPO / "cloudinit" / "units").glob("*.service"))
+UNITS = render.guest_units()
 DISK_SCRIPT = REPO / "cloudinit" / "scripts" / "setup-data-disk.sh"
 SWAP_SCRIPT = REPO / "cloudinit" / "scripts" / "setup-swap.sh"
 
@@ -62,7 +62,7 @@ def test_render_is_deterministic_and_ships_every_script_and_unit():
     text = render.render_user_data(args, settings)
     assert text == render.render_user_data(args, settings)
     paths = {f["path"] for f in yaml.safe_load(text)["write_files"]}
-    assert {f"{render.LIB_DIR}/{s.name}" for s in (REPO / "cloudinit" / "scripts").glob("*.sh")} <= paths
+    assert {f"{render.LIB_DIR}/{s.name}" for s in render.guest_scripts()} <= paths
     assert {f"{render.UNIT_DIR}/{u.name}" for u in UNITS} <= paths
 
 

@@ -210,3 +210,19 @@ def test_no_target_is_a_clear_error():
         ops.resolve_target()
     with pytest.raises(TargetError, match="neither endpoint_name nor instance_name"):
         ops.resolve_target(stack="x", outputs={})
+
+
+def test_idle_logic_reads_the_real_servers_metrics(vllm_server):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("idle_stop", REPO / "cloudinit" / "scripts" / "idle_stop.py")
+    idle = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(idle)
+    target = HttpTarget(vllm_server)
+    state, stop, _ = idle.decide({}, target.metrics(), now=0.0, idle_minutes=5)
+    assert state["finished"] is not None and not stop
+    target.chat({"model": SERVED, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
+    after, stop, _ = idle.decide(state, target.metrics(), now=600.0, idle_minutes=5)
+    assert after["finished"] == state["finished"] + 1 and after["last_active"] == 600.0 and not stop
+    _, stop, _ = idle.decide(after, target.metrics(), now=600.0 + 5 * 60, idle_minutes=5)
+    assert stop
