@@ -9,13 +9,14 @@ a hash of the build context, so a changed clamp rebuilds and an unchanged one do
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_command as command
+
+from .aws_iam import service_role
 
 REPO = Path(__file__).resolve().parent.parent
 CONTEXT_DIR = REPO / "turing"
@@ -87,28 +88,21 @@ class TuringImage(pulumi.ComponentResource):
             opts=child)
 
         log_group = aws.cloudwatch.LogGroup(f"{name}-build-logs", retention_in_days=14, tags=args.tags, opts=child)
-        role = aws.iam.Role(f"{name}-build-role", assume_role_policy=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": "codebuild.amazonaws.com"},
-                           "Action": "sts:AssumeRole"}]}), tags=args.tags, opts=child)
         base_repository_arn = _ecr_repository_arn(args.base_image)
-        aws.iam.RolePolicy(f"{name}-build-policy", role=role.id, policy=pulumi.Output.json_dumps({
-            "Version": "2012-10-17",
-            "Statement": [
-                {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-                 "Resource": pulumi.Output.concat(log_group.arn, ":*")},
-                {"Sid": "Context", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
-                 "Resource": pulumi.Output.concat(bucket.arn, "/context/*")},
-                {"Sid": "EcrLogin", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
-                {"Sid": "PullBase", "Effect": "Allow",
-                 "Action": ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"],
-                 "Resource": base_repository_arn},
-                {"Sid": "PushImage", "Effect": "Allow",
-                 "Action": ["ecr:BatchCheckLayerAvailability", "ecr:InitiateLayerUpload", "ecr:UploadLayerPart",
-                            "ecr:CompleteLayerUpload", "ecr:PutImage", "ecr:BatchGetImage",
-                            "ecr:DescribeImages"],
-                 "Resource": repository.arn},
-            ]}), opts=child)
+        role, _ = service_role(f"{name}-build-role", "codebuild.amazonaws.com", [
+            {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+             "Resource": pulumi.Output.concat(log_group.arn, ":*")},
+            {"Sid": "Context", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
+             "Resource": pulumi.Output.concat(bucket.arn, "/context/*")},
+            {"Sid": "EcrLogin", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
+            {"Sid": "PullBase", "Effect": "Allow",
+             "Action": ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"],
+             "Resource": base_repository_arn},
+            {"Sid": "PushImage", "Effect": "Allow",
+             "Action": ["ecr:BatchCheckLayerAvailability", "ecr:InitiateLayerUpload", "ecr:UploadLayerPart",
+                        "ecr:CompleteLayerUpload", "ecr:PutImage", "ecr:BatchGetImage", "ecr:DescribeImages"],
+             "Resource": repository.arn},
+        ], args.tags, self)
         project = aws.codebuild.Project(
             f"{name}-build",
             service_role=role.arn,

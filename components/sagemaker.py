@@ -16,6 +16,7 @@ import pulumi_aws as aws
 
 from gemma4_t4 import catalog
 
+from .aws_iam import service_role
 from .errors import ConfigError
 from .image_build import ImageBuildArgs, TuringImage
 from .serving import ServingConfig
@@ -130,13 +131,7 @@ class SageMakerT4Endpoint(pulumi.ComponentResource):
             base_image=settings.base_image, vllm_version=catalog.PINS["vllm.sagemaker"], region=settings.region,
             keep_images=settings.keep_images, tags=tags), opts=child)
 
-        role = aws.iam.Role(f"{name}-execution", assume_role_policy=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": "sagemaker.amazonaws.com"},
-                           "Action": "sts:AssumeRole"}]}), tags=tags, opts=child)
-        role_policy = aws.iam.RolePolicy(f"{name}-execution-policy", role=role.id, policy=pulumi.Output.json_dumps({
-            "Version": "2012-10-17",
-            "Statement": [
+        role, role_policy = service_role(f"{name}-execution", "sagemaker.amazonaws.com", [
                 {"Sid": "EcrLogin", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
                 {"Sid": "PullImage", "Effect": "Allow",
                  "Action": ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"],
@@ -147,7 +142,7 @@ class SageMakerT4Endpoint(pulumi.ComponentResource):
                  "Resource": f"arn:aws:logs:{settings.region}:*:log-group:/aws/sagemaker/Endpoints/*"},
                 {"Sid": "Metrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
                  "Condition": {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}}},
-            ]}), opts=child)
+            ], tags, self)
 
         environment: dict[str, pulumi.Input[str]] = dict(serving.sagemaker_environment())
         if args.hf_token is not None:
@@ -196,15 +191,8 @@ class SageMakerT4Endpoint(pulumi.ComponentResource):
     def _delete_at(self, name: str, when: datetime, endpoint: aws.sagemaker.Endpoint, tags: dict[str, str]) -> None:
         """EventBridge Scheduler deletes the endpoint at ``when``, with a role that can do only that.
         (Run `pulumi refresh` afterwards: the stack still lists the endpoint.)"""
-        child = pulumi.ResourceOptions(parent=self)
-        role = aws.iam.Role(f"{name}-ttl", assume_role_policy=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": "scheduler.amazonaws.com"},
-                           "Action": "sts:AssumeRole"}]}), tags=tags, opts=child)
-        policy = aws.iam.RolePolicy(f"{name}-ttl-policy", role=role.id, policy=pulumi.Output.json_dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint.arn}]}),
-            opts=child)
+        role, policy = service_role(f"{name}-ttl", "scheduler.amazonaws.com", [
+            {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint.arn}], tags, self)
         aws.scheduler.Schedule(
             f"{name}-ttl",
             schedule_expression=f"at({when:%Y-%m-%dT%H:%M:%S})",

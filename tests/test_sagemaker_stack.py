@@ -65,7 +65,7 @@ def test_execution_role_can_only_pull_this_repository_and_write_endpoint_logs(ru
 
 
 def test_build_role_reads_the_context_pulls_the_base_and_pushes_only_our_repository(run_stack):
-    statements = {s["Sid"]: s for s in _policy(run_stack("sagemaker-t4"), "gemma4-t4-image-build-policy")["Statement"]}
+    statements = {s["Sid"]: s for s in _policy(run_stack("sagemaker-t4"), "gemma4-t4-image-build-role-policy")["Statement"]}
     assert statements["Context"]["Resource"] == "arn:aws:mock:::gemma4-t4-image-context/context/*"
     assert statements["PullBase"]["Resource"] == "arn:aws:ecr:us-east-2:763104351884:repository/vllm"
     assert statements["PushImage"]["Resource"] == "arn:aws:mock:::gemma4-t4-image-repo"

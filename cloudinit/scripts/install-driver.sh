@@ -15,6 +15,7 @@ fi
 
 # DKMS builds the module against the running kernel, so its headers come first
 # (on the cloud kernel they come from backports, which the GCE image already lists).
+apt-get update
 apt-get install -y "linux-headers-$(uname -r)"
 
 if [ "$(dpkg-query -W -f='${Version}' cuda-keyring 2>/dev/null || true)" != "$CUDA_KEYRING_VERSION" ]; then

@@ -261,6 +261,10 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         report = build_report(clamped=not args.stock, cache_dir=args.cache_dir)
+    except ImportError as err:
+        print(f"turing_clamp fit: run it where vLLM and Triton import ({err}); `make fit` builds such "
+              "environments for both pinned vLLM versions", file=sys.stderr)
+        return 2
     except policy.ClampError as err:
         print(f"turing_clamp fit: {err}", file=sys.stderr)
         return 1
