@@ -92,6 +92,9 @@ class HttpTarget:
     def logs(self, follow: bool) -> int:
         raise TargetError("a plain URL has no log to read: use --stack gce-t4 or --endpoint NAME")
 
+    def recent_log(self, lines: int = 20) -> str:
+        return ""  # a plain URL has no log
+
     def close(self) -> None:
         pass
 

@@ -84,6 +84,7 @@ def test_wait_returns_once_healthy_and_times_out_on_nothing(vllm_server):
     assert cli("wait", "--url", vllm_server, "--interval", "1").returncode == 0
     dead = cli("wait", "--url", f"http://127.0.0.1:{_free_port()}", "--timeout", "2", "--interval", "1")
     assert dead.returncode == 1 and "not healthy after 2s" in dead.stderr
+    assert "Traceback" not in dead.stderr
 
 
 def test_query_prints_text_and_usage(vllm_server):
