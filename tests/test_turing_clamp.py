@@ -6,9 +6,11 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from turing_clamp import contract, plugin, policy, targets
 
 from gemma4_t4 import catalog
-from turing_clamp import contract, plugin, policy, targets
+
+pytestmark = pytest.mark.clamp
 
 FIXTURE = Path(__file__).parent / "fixtures" / "fake_unified_attention.py"
 T4 = targets.SM75_SHARED_LIMIT
@@ -150,3 +152,44 @@ def test_applied_context_restores_the_module(fake_vllm):
     with plugin.applied(fake_vllm, lambda: T4):
         assert fake_vllm._get_tile_size is not stock
     assert fake_vllm._get_tile_size is stock and not hasattr(fake_vllm, "_turing_clamp_applied")
+
+
+# --- tensor parallelism: the heads one rank holds ---------------------------------------------------
+
+
+@pytest.mark.parametrize("heads,tp,per_rank", [
+    ((16, 8), 2, (8, 4)), ((16, 8), 4, (4, 2)), ((16, 2), 4, (4, 1)), ((8, 1), 4, (2, 1)), ((8, 2), 1, (8, 2)),
+])
+def test_heads_split_over_ranks_and_kv_heads_replicate_below_one_per_rank(heads, tp, per_rank):
+    assert targets.heads_per_rank(*heads, tp) == per_rank
+
+
+@pytest.mark.parametrize("heads,tp,why", [
+    ((14, 2), 4, "14 query heads do not split over 4"), ((8, 6), 4, "6 KV heads do not split"),
+    ((12, 3), 2, "3 KV heads do not split over 2"), ((16, 3), 4, "cannot be replicated evenly"),
+])
+def test_shapes_vllm_refuses_are_refused(heads, tp, why):
+    with pytest.raises(ValueError, match=why):
+        targets.heads_per_rank(*heads, tp)
+
+
+def test_the_clamps_gemma4_heads_are_the_catalogs_model_configs():
+    """targets.GEMMA4_ATTENTION (what the fit checker compiles per rank) holds the head counts of
+    every Gemma 4 config in the catalog, so a build the catalog serves is a build that was fitted."""
+    seen = set()
+    for model in catalog.MODELS.values():
+        config = model.config
+        sliding = (config["num_attention_heads"], config["num_key_value_heads"])
+        full = (config["num_attention_heads"], config.get("num_global_key_value_heads", config["num_key_value_heads"]))
+        seen.add(((config["head_dim"], sliding), (config["global_head_dim"], full)))
+    fitted = {((256, by_head[256]), (512, by_head[512])) for by_head in targets.GEMMA4_ATTENTION.values()}
+    assert seen == fitted
+
+
+def test_every_per_rank_shape_is_a_fit_variant_on_every_path():
+    from turing_clamp import fit
+
+    compiled = {(v.head_size, v.query_heads, v.kv_heads, v.path) for v in fit.all_variants()}
+    shapes = targets.per_rank_shapes()
+    assert len(shapes) == 12 and all((*shape, path) in compiled for shape in shapes for path in fit.PATHS)
+    assert shapes[(512, 4, 1)] == [("E2B", 2), ("E4B", 2), ("26B-A4B", 4)], "one kernel serves all three"

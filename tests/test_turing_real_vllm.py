@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import os
 import textwrap
-from pathlib import Path
 
 import pytest
 from conftest import REPO, run
 
 from gemma4_t4 import catalog
+
+pytestmark = pytest.mark.clamp
 
 VERSIONS = sorted(catalog.CLAMP_VERIFIED_VLLM)
 
@@ -48,11 +49,27 @@ def test_every_clamped_variant_fits_sm75_without_spills(clamped_report):
     report = json.loads(result.stdout)
     assert report["vllm"] == version and report["triton"] == catalog.CLAMP_VERIFIED_VLLM[version]
     assert report["fits"] and report["spill_free"] and not report["refused"]
-    # every head, ratio and path, plus the segment reduce of each 3D decode
-    assert len(report["variants"]) == 2 * 5 * 3 + 2 * 5
+    # every head, ratio and path on one KV head, the 6 per-rank shapes those do not cover (8/2, 16/8,
+    # 8/4, 4/2 at head 256; 8/2, 16/2 at head 512) on every path, plus the reduce of each 3D decode
+    assert len(report["variants"]) == (2 * 5 + 6) * 3 + (2 * 5 + 6)
     assert max(v["shared_bytes"] for v in report["variants"]) == 65536
     wide = [v for v in report["variants"] if v["head_size"] == 512 and v["kernel"] == "kernel_unified_attention"]
     assert {(v["tile_size"], v["num_warps"]) for v in wide} == {(16, 8)}
+
+
+def test_every_rank_of_every_build_at_tp_1_2_4_fits_without_spills(clamped_report):
+    """What each T4 launches when a build is split over 1, 2 or 4 of them: its own query and KV
+    heads (KV heads replicated where there are fewer than ranks), compiled on every path."""
+    _, result = clamped_report
+    rows = {(t["build"], t["tensor_parallel_size"], t["head_size"]): t for t in json.loads(result.stdout)
+            ["tensor_parallel"]}
+    assert set(rows) == {(b, tp, h) for b in ("E2B", "E4B", "26B-A4B") for tp in (1, 2, 4) for h in (256, 512)}
+    assert all(t["kernels"] == 4 and t["fits"] and t["spill_free"] and t["spill_bytes"] == 0 and
+               t["shared_bytes"] <= 65536 for t in rows.values())
+    heads = {key: (t["query_heads"], t["kv_heads"]) for key, t in rows.items()}
+    assert heads[("26B-A4B", 1, 512)] == (16, 2) and heads[("26B-A4B", 2, 512)] == (8, 1)
+    assert heads[("26B-A4B", 4, 512)] == (4, 1), "2 global KV heads over 4 ranks: each rank holds a replica"
+    assert heads[("26B-A4B", 4, 256)] == (4, 2) and heads[("E2B", 4, 256)] == (2, 1)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -129,3 +146,20 @@ def test_a_vllm_whose_launcher_changed_makes_clamp_and_checker_fail_closed(versi
     assert f"clamp refused: vLLM {version}" in result.stdout and "_get_tile_size() is gone" in result.stdout
     assert "fit exit 1" in result.stdout
     assert f"vLLM {version}" in result.stderr and "Refusing to run unclamped" in result.stderr
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_ranks_heads_compute_attention_right_in_tritons_interpreter(version, tmp_path):
+    """vLLM's real kernel and launcher, with the clamp's T4 launch parameters, for the heads each
+    rank holds at tensor parallel 1, 2 and 4, run by Triton's interpreter on the CPU against a
+    float32 reference (causal, the 512-token window, replicated KV heads, paged KV): the arithmetic
+    a T4 would do, not its speed (shared memory is the fit checker's). Budget: ~1 min a version."""
+    out = tmp_path / "numerics.json"
+    result = run([fit_python(version), str(REPO / "turing" / "gpu" / "numerics.py"), "--version", version,
+                  "--cases", "per-rank", "--seeds", "1", "--interpret", "--short", "--out", str(out)], cwd="/tmp")
+    assert result.returncode == 0, (result.stdout + result.stderr)[-3000:]
+    report = json.loads(out.read_text())
+    assert report["device"] == "Triton interpreter (CPU)" and report["all_ok"] and report["worst_rel_err"] < 1e-3
+    assert len(report["cases"]) == 12 * 3, "every per-rank shape on every path"
+    wide = [c for c in report["cases"] if c["case"].startswith("head 512")]
+    assert {(c["launch"]["TILE_SIZE"], c["launch"]["BLOCK_M"], c["launch"]["num_warps"]) for c in wide} == {(16, 16, 8)}

@@ -1,12 +1,15 @@
 """A minimal `vllm` package around vLLM's real Triton attention files, for a GPU machine that
 cannot install vLLM (no network, no room for the wheel). The kernels and the launcher are the
 release's own files, unmodified; only the five tiny modules they import are stood in for.
+
+Built here by `make device-bundle` (``python vllm_shim.py --release-dir DIR --version V --out
+SHIM``); the GPU machine then runs numerics.py with SHIM on PYTHONPATH.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
-import sys
 from pathlib import Path
 
 ATTENTION_FILES = ("triton_unified_attention.py", "triton_attention_helpers.py")
@@ -53,7 +56,8 @@ def _kv_quant_mode_source(kv_cache_interface: Path) -> str:
 
 
 def build(release_dir: Path, root: Path, version: str) -> Path:
-    """Lay out the shim under ``root`` from the files in ``release_dir``; returns the path to add."""
+    """Lay out the shim under ``root`` from the files in ``release_dir``: the directory to put on
+    PYTHONPATH."""
     for rel, text in STUBS.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -65,5 +69,13 @@ def build(release_dir: Path, root: Path, version: str) -> Path:
     dist = root / f"vllm-{version}.dist-info"
     dist.mkdir(exist_ok=True)
     (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}\n")
-    sys.path.insert(0, str(root))
     return root
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--release-dir", type=Path, required=True, help="the release's three vLLM files")
+    parser.add_argument("--version", required=True, help="the vLLM version they come from")
+    parser.add_argument("--out", type=Path, required=True, help="where to lay out the shim")
+    args = parser.parse_args()
+    print(build(args.release_dir, args.out, args.version))

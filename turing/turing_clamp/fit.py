@@ -1,6 +1,7 @@
 """The GPU-free fit checker: every attention launch Gemma 4 makes on a T4, compiled for sm_75.
 
-For each variant (head 256 and 512, every query-per-KV ratio up to 16, prefill, 2D decode and
+For each variant (head 256 and 512, every query-per-KV ratio up to 16, and the query and KV
+heads one rank holds when a Gemma 4 build is split over 1, 2 or 4 T4s; prefill, 2D decode and
 3D split-KV decode) it calls vLLM's real ``unified_attention`` launcher on small CPU tensors of
 the right shapes, with the clamp applied against the sm_75 limit, and records the exact launch
 (constexprs, warps, stages) instead of running it. Each recorded launch is then specialised and
@@ -36,6 +37,11 @@ class Variant:
     head_size: int
     queries_per_kv: int
     path: str
+    kv_heads: int = 1  # on one rank: the query heads are queries_per_kv x kv_heads
+
+    @property
+    def query_heads(self) -> int:
+        return self.queries_per_kv * self.kv_heads
 
     @property
     def sliding(self) -> bool:
@@ -48,6 +54,8 @@ class Result:
     head_size: int
     queries_per_kv: int
     path: str
+    query_heads: int
+    kv_heads: int
     tile_size: int
     block_m: int
     num_warps: int
@@ -86,8 +94,8 @@ class _Recorder:
 def _call_launcher(module: Any, variant: Variant) -> None:
     import torch
 
-    kv_heads, block = 1, targets.KV_BLOCK_SIZE
-    q_heads = variant.queries_per_kv * kv_heads
+    kv_heads, block = variant.kv_heads, targets.KV_BLOCK_SIZE
+    q_heads = variant.query_heads
     if variant.path == "prefill-2d":
         query_lens, seq_lens, threshold = [64], [64], None
     elif variant.path == "decode-2d":  # more sequences than the 3D threshold: the 2D kernel decodes
@@ -176,14 +184,44 @@ def check_variant(module: Any, variant: Variant, clamped: bool, limit: int) -> l
     results = []
     for name, kernel, kwargs in record_launches(module, variant, clamped, limit):
         shared, regs, stores, loads, warps, stages = compile_sm75(kernel, kwargs)
-        results.append(Result(name, variant.head_size, variant.queries_per_kv, variant.path,
-                              kwargs["TILE_SIZE"], kwargs.get("BLOCK_M", 0), warps, stages, shared, regs, stores,
-                              loads, limit))
+        results.append(Result(
+            kernel=name, head_size=variant.head_size, queries_per_kv=variant.queries_per_kv, path=variant.path,
+            query_heads=variant.query_heads, kv_heads=variant.kv_heads, tile_size=kwargs["TILE_SIZE"],
+            block_m=kwargs.get("BLOCK_M", 0), num_warps=warps, num_stages=stages, shared_bytes=shared, registers=regs,
+            spill_store_bytes=stores, spill_load_bytes=loads, limit=limit))
     return results
 
 
 def all_variants() -> list[Variant]:
-    return [Variant(h, r, p) for h in targets.GEMMA4_HEAD_SIZES for r in targets.GEMMA4_QUERIES_PER_KV for p in PATHS]
+    """Every query-per-KV ratio on one KV head, then each rank's heads under tensor parallelism
+    (num_query_heads is a constexpr: another head count is another kernel)."""
+    variants = [Variant(h, r, p) for h in targets.GEMMA4_HEAD_SIZES for r in targets.GEMMA4_QUERIES_PER_KV
+                for p in PATHS]
+    for head, query_heads, kv_heads in sorted(targets.per_rank_shapes()):
+        for path in PATHS:
+            variant = Variant(head, query_heads // kv_heads, path, kv_heads)
+            if variant not in variants:
+                variants.append(variant)
+    return variants
+
+
+def tensor_parallel_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each Gemma 4 build at each tensor parallel size, per head size: the heads one rank holds and
+    the worst of the kernels compiled for that shape (all paths)."""
+    table = []
+    for (head, query_heads, kv_heads), uses in sorted(targets.per_rank_shapes().items()):
+        kernels = [r for r in rows if (r["head_size"], r["query_heads"], r["kv_heads"]) == (head, query_heads,
+                                                                                           kv_heads)]
+        for build, tp in uses:
+            table.append({
+                "build": build, "tensor_parallel_size": tp, "head_size": head, "query_heads": query_heads,
+                "kv_heads": kv_heads, "kernels": len(kernels),
+                "shared_bytes": max((r["shared_bytes"] for r in kernels), default=0),
+                "spill_bytes": max((r["spill_store_bytes"] + r["spill_load_bytes"] for r in kernels), default=0),
+                "fits": bool(kernels) and all(r["fits"] for r in kernels),
+                "spill_free": bool(kernels) and all(r["spill_free"] for r in kernels),
+            })
+    return sorted(table, key=lambda t: (t["tensor_parallel_size"], t["build"], t["head_size"]))
 
 
 # --- report --------------------------------------------------------------------------------------
@@ -215,18 +253,22 @@ def build_report(clamped: bool = True, limit: int = targets.SM75_SHARED_LIMIT, v
             return json.loads(cache_file.read_text())
     rows: list[Result] = []
     errors: list[str] = []
+    complete = variants is None
     for variant in variants or all_variants():
         try:
             rows += check_variant(module, variant, clamped, limit)
         except policy.ClampError as err:  # the clamp refused this shape: a finding, not a crash
             errors.append(f"head {variant.head_size}, {variant.queries_per_kv} q/kv, {variant.path}: {err}")
+    variants = [{**asdict(r), "fits": r.fits, "spill_free": r.spill_free} for r in rows]
     report = {
         "vllm": contract.vllm_version(),
         "triton": triton.__version__,
         "target": f"sm_{targets.SM75[0]}{targets.SM75[1]}",
         "shared_limit": limit,
         "clamped": clamped,
-        "variants": [{**asdict(r), "fits": r.fits, "spill_free": r.spill_free} for r in rows],
+        "variants": variants,
+        # Only a full run covers every per-rank shape (a shape with no kernel there was refused).
+        "tensor_parallel": tensor_parallel_rows(variants) if complete else [],
         "refused": errors,
         "fits": not errors and all(r.fits for r in rows),
         "spill_free": not errors and all(r.spill_free for r in rows),
@@ -240,16 +282,26 @@ def build_report(clamped: bool = True, limit: int = targets.SM75_SHARED_LIMIT, v
 def format_report(report: dict[str, Any]) -> str:
     head = (f"vLLM {report['vllm']}, triton {report['triton']}, {report['target']}, limit "
             f"{report['shared_limit']:,} B, {'clamped' if report['clamped'] else 'stock'}")
-    lines = [head, f"{'kernel':<25}{'head':>5}{'q/kv':>5} {'path':<11}{'tile':>5}{'BLOCK_M':>8}{'warps':>6}"
-             f"{'shared B':>10}{'regs':>6}{'spill st/ld B':>15}  verdict"]
+    lines = [head, f"{'kernel':<25}{'head':>5}{'q/kv':>5}{'heads':>7} {'path':<11}{'tile':>5}{'BLOCK_M':>8}"
+             f"{'warps':>6}{'shared B':>10}{'regs':>6}{'spill st/ld B':>15}  verdict"]
     for v in report["variants"]:
-        verdict = "FAILS" if not v["fits"] else ("fits" if v["spill_free"] else "fits, spills")
-        lines.append(f"{v['kernel']:<25}{v['head_size']:>5}{v['queries_per_kv']:>5} {v['path']:<11}"
-                     f"{v['tile_size']:>5}{v['block_m']:>8}{v['num_warps']:>6}{v['shared_bytes']:>10,}"
-                     f"{v['registers']:>6}{v['spill_store_bytes']:>8}/{v['spill_load_bytes']:<6}  {verdict}")
+        lines.append(f"{v['kernel']:<25}{v['head_size']:>5}{v['queries_per_kv']:>5}"
+                     f"{v['query_heads']:>4}/{v['kv_heads']:<2} {v['path']:<11}{v['tile_size']:>5}{v['block_m']:>8}"
+                     f"{v['num_warps']:>6}{v['shared_bytes']:>10,}{v['registers']:>6}"
+                     f"{v['spill_store_bytes']:>8}/{v['spill_load_bytes']:<6}  {_verdict(v)}")
+    lines += ["", "per rank under tensor parallelism (query/KV heads one rank holds; worst kernel of that shape):",
+              f"{'TP':>3} {'build':<9}{'head':>5}{'heads':>7}{'kernels':>8}{'shared B':>10}{'spill B':>9}  verdict"]
+    for t in report.get("tensor_parallel", []):
+        lines.append(f"{t['tensor_parallel_size']:>3} {t['build']:<9}{t['head_size']:>5}"
+                     f"{t['query_heads']:>4}/{t['kv_heads']:<2}{t['kernels']:>8}{t['shared_bytes']:>10,}"
+                     f"{t['spill_bytes']:>9,}  {_verdict(t) if t['kernels'] else 'NOT COMPILED'}")
     lines += [f"refused: {e}" for e in report["refused"]]
     lines.append(f"every variant fits: {report['fits']}; spill-free: {report['spill_free']}")
     return "\n".join(lines)
+
+
+def _verdict(row: dict[str, Any]) -> str:
+    return "FAILS" if not row["fits"] else ("fits" if row["spill_free"] else "fits, spills")
 
 
 def main(argv: list[str]) -> int:

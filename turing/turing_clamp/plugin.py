@@ -15,8 +15,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from . import contract, policy
 
@@ -44,7 +45,7 @@ def _device_capability() -> tuple[int, int] | None:
     return None if capability is None else (capability.major, capability.minor)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _shared_limit_of(device: int) -> int:
     import triton
 

@@ -1,0 +1,136 @@
+"""AWS: SageMaker instance types and their GPUs, host images, the container contract, tag rules,
+prices."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .prices import Price
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    gpu: str  # NVIDIA's name for the card
+    gpus: int
+    vcpus: int
+    memory_gib: int
+
+
+# SageMaker real-time instance types with an NVIDIA GPU (aws.amazon.com/sagemaker/pricing,
+# "Instance details", transcribed 2026-12-02). The T4 ones are what this project is built for.
+SAGEMAKER_INSTANCE_TYPES = {
+    **{f"ml.g4dn.{size}": InstanceType("Tesla T4", gpus, vcpus, mem) for size, gpus, vcpus, mem in (
+        ("xlarge", 1, 4, 16), ("2xlarge", 1, 8, 32), ("4xlarge", 1, 16, 64), ("8xlarge", 1, 32, 128),
+        ("12xlarge", 4, 48, 192), ("16xlarge", 1, 64, 256))},
+    **{f"ml.g5.{size}": InstanceType("A10G", gpus, vcpus, mem) for size, gpus, vcpus, mem in (
+        ("xlarge", 1, 4, 16), ("2xlarge", 1, 8, 32), ("4xlarge", 1, 16, 64), ("8xlarge", 1, 32, 128),
+        ("12xlarge", 4, 48, 192), ("16xlarge", 1, 64, 256), ("24xlarge", 4, 96, 384), ("48xlarge", 8, 192, 768))},
+    **{f"ml.g6.{size}": InstanceType("L4", gpus, vcpus, mem) for size, gpus, vcpus, mem in (
+        ("xlarge", 1, 4, 16), ("2xlarge", 1, 8, 32), ("4xlarge", 1, 16, 64), ("8xlarge", 1, 32, 128),
+        ("12xlarge", 4, 48, 192), ("16xlarge", 1, 64, 256), ("24xlarge", 4, 96, 384), ("48xlarge", 8, 192, 768))},
+    **{f"ml.g6e.{size}": InstanceType("L40S", gpus, vcpus, mem) for size, gpus, vcpus, mem in (
+        ("xlarge", 1, 4, 32), ("2xlarge", 1, 8, 64), ("4xlarge", 1, 16, 128), ("8xlarge", 1, 32, 256),
+        ("12xlarge", 4, 48, 384), ("16xlarge", 1, 64, 512), ("24xlarge", 4, 96, 768), ("48xlarge", 8, 192, 1536))},
+    "ml.p3.2xlarge": InstanceType("V100", 1, 8, 61),
+    "ml.p3.8xlarge": InstanceType("V100", 4, 32, 244),
+    "ml.p3.16xlarge": InstanceType("V100", 8, 64, 488),
+    "ml.p4d.24xlarge": InstanceType("A100", 8, 96, 1152),
+    "ml.p5.48xlarge": InstanceType("H100", 8, 192, 2048),
+}
+# Instance types with T4s: one each, except ml.g4dn.12xlarge with four (no g4dn carries two).
+SAGEMAKER_T4_INSTANCE_TYPES = tuple(name for name, it in SAGEMAKER_INSTANCE_TYPES.items() if it.gpu == "Tesla T4")
+
+
+def sagemaker_t4_instance_for(t4s: int) -> str:
+    """The smallest T4 instance type with at least ``t4s`` T4s (the one tensorParallelSize picks)."""
+    fitting = [name for name in SAGEMAKER_T4_INSTANCE_TYPES if SAGEMAKER_INSTANCE_TYPES[name].gpus >= t4s]
+    return min(fitting, key=lambda name: (SAGEMAKER_INSTANCE_TYPES[name].gpus, SAGEMAKER_INSTANCE_TYPES[name].vcpus))
+
+# Tags (docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html and the SageMaker Tag API,
+# transcribed 2026-12-02): at most 50 per resource; keys 1-128, values 0-256 characters of letters,
+# digits, spaces and _ . : / = + - @; the aws: prefix is reserved for AWS (any case).
+AWS_MAX_TAGS = 50
+AWS_TAG_KEY_MAX, AWS_TAG_VALUE_MAX = 128, 256
+AWS_TAG_CHARS = re.compile(r"[\w\s.:/=+\-@]*")
+AWS_RESERVED_TAG_PREFIX = "aws:"
+
+# SageMaker real-time inference, on demand, us-east-2 (seed 002: the AWS Price List API, 2026-09-30).
+SAGEMAKER_PRICES = {
+    "ml.g4dn.xlarge": Price(0.736, "seed 002: SageMaker real-time, us-east-2, 2026-09-30"),
+    "ml.g6.xlarge": Price(1.1267, "seed 002: SageMaker real-time, us-east-2, 2026-09-30"),
+}
+# Region -> instance type -> price. A region not listed gets no cost estimate (the plan says so).
+_TRANSCRIBED = "AWS SageMaker pricing page, real-time, {region} (transcribed 2026-12-02 without a live read)"
+# ml.g4dn.12xlarge (4 T4s, what tensorParallelSize 2 and 4 pick): from the same page, without a
+# live read and not in either seed; the first bill shows the real rate.
+_G4DN_12XLARGE = 4.89
+SAGEMAKER_REGIONAL_PRICES: dict[str, dict[str, Price]] = {
+    "us-east-2": {**SAGEMAKER_PRICES,
+                  "ml.g4dn.12xlarge": Price(_G4DN_12XLARGE, _TRANSCRIBED.format(region="us-east-2"))},
+    **{region: {"ml.g4dn.xlarge": Price(0.7364, _TRANSCRIBED.format(region=region)),
+                "ml.g4dn.12xlarge": Price(_G4DN_12XLARGE, _TRANSCRIBED.format(region=region))}
+       for region in ("us-east-1", "us-west-2")},
+}
+# Where `bench --instance-type` takes its price: the seeds' region, where the T4/L4 figures were made.
+BENCH_PRICE_REGION = "us-east-2"
+BENCH_INSTANCE_PRICES = SAGEMAKER_REGIONAL_PRICES[BENCH_PRICE_REGION]
+AWS_PRICES = {
+    "ecr:gb-month": Price(0.10, "AWS list price, ECR private storage, 2026"),
+}
+# The tag this project puts on its endpoint, with the stack's name: how preflight finds the stack's
+# own endpoint among the account's.
+SAGEMAKER_STACK_TAG = "gemma4-t4:stack"
+# The port the AWS vLLM container serves /ping and /invocations on (SageMaker's container contract).
+SAGEMAKER_CONTAINER_PORT = 8080
+# The clamped SageMaker image as pushed (seed 002: "8.34 GiB compressed").
+SAGEMAKER_IMAGE_BYTES = int(8.34 * 1024**3)
+
+
+# Application Auto Scaling of an endpoint variant (docs.aws.amazon.com/sagemaker/latest/dg/
+# endpoint-auto-scaling-add-code-define.html, read 2026-12-02 through its stored copy): the
+# scalable target is endpoint/NAME/variant/VARIANT in the sagemaker namespace, and a
+# target-tracking policy keeps a predefined metric at a value per instance.
+SAGEMAKER_SCALING_NAMESPACE = "sagemaker"
+SAGEMAKER_SCALABLE_DIMENSION = "sagemaker:variant:DesiredInstanceCount"
+SAGEMAKER_SCALING_METRICS = {
+    # ConcurrentRequestsPerModel: requests in the container, queued ones too, each counted until
+    # its last token is sent; emitted every 10 s (scales out faster than the 1-minute metrics).
+    "concurrentRequests": "SageMakerVariantConcurrentRequestsPerModelHighResolution",
+    # InvocationsPerInstance: requests per minute per instance.
+    "invocations": "SageMakerVariantInvocationsPerInstance",
+}
+
+
+def sagemaker_scalable_resource_id(endpoint: str, variant: str) -> str:
+    return f"endpoint/{endpoint}/variant/{variant}"
+
+
+@dataclass(frozen=True)
+class HostImage:
+    driver_branch: int
+    cuda: tuple[int, int]
+
+
+SAGEMAKER_AMIS = {
+    "al2-ami-sagemaker-inference-gpu-2": HostImage(535, (12, 2)),
+    "al2-ami-sagemaker-inference-gpu-2-1": HostImage(535, (12, 2)),
+    "al2-ami-sagemaker-inference-gpu-3-1": HostImage(550, (12, 4)),
+    "al2023-ami-sagemaker-inference-gpu-4-1": HostImage(580, (13, 0)),
+}
+# Base image (prefix up to the tag's CUDA part) -> the CUDA its NVIDIA_REQUIRE_CUDA asks for.
+SAGEMAKER_BASE_IMAGE_CUDA = {"-cu130-": (13, 0), "-cu129-": (12, 9), "-cu128-": (12, 8), "-cu124-": (12, 4)}
+
+
+def cuda_required_by_image(image: str) -> tuple[int, int] | None:
+    for marker, cuda in SAGEMAKER_BASE_IMAGE_CUDA.items():
+        if marker in image:
+            return cuda
+    return None
+
+
+
+# A private ECR image reference: ACCOUNT.dkr.ecr.REGION.amazonaws.com[.cn]/NAME(:TAG|@sha256:DIGEST).
+# SageMaker pulls only from ECR ("Using a Public Gallery image ... is not supported").
+ECR_IMAGE = re.compile(r"(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/"
+                       r"(?P<name>[a-z0-9]+(?:[._/-][a-z0-9]+)*)(?::[\w][\w.-]{0,127}|@sha256:[0-9a-f]{64})")

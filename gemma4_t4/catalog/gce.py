@@ -1,0 +1,170 @@
+"""Compute Engine: which zones sell a T4, the N1 shapes that take one, the disks N1 can attach,
+label and scheduling limits, prices per region.
+
+What the plan checks offline comes from here; `gemma4-t4 preflight` still asks the live cloud
+(quota, and the zone's acceleratorTypes list) before `pulumi up`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .gpus import TESLA_T4
+from .prices import Price
+
+# GCE accelerator type -> GPU. Only the T4 is described: other GPUs need an explicit opt-in.
+GCE_ACCELERATORS = {"nvidia-tesla-t4": TESLA_T4}
+
+# Zones whose acceleratorTypes list nvidia-tesla-t4: the T4 column of
+# cloud.google.com/compute/docs/gpus/gpu-regions-zones, transcribed 2026-12-02 on a machine that
+# cannot reach it (so not re-read live: `gemma4-t4 preflight` checks the zone against the live
+# accelerator-types list before `pulumi up`). A zone not listed is refused at preview, because
+# GCE would reject the VM only after the data disk exists.
+GCE_T4_ZONES = frozenset({
+    "asia-east1-a", "asia-east1-c",
+    "asia-northeast1-a", "asia-northeast1-c",
+    "asia-northeast3-b", "asia-northeast3-c",
+    "asia-south1-a", "asia-south1-b",
+    "asia-southeast1-a", "asia-southeast1-b", "asia-southeast1-c",
+    "asia-southeast2-a", "asia-southeast2-b",
+    "australia-southeast1-a", "australia-southeast1-c",
+    "europe-central2-b", "europe-central2-c",
+    "europe-west1-b", "europe-west1-c", "europe-west1-d",
+    "europe-west2-a", "europe-west2-b",
+    "europe-west3-b",
+    "europe-west4-a", "europe-west4-b", "europe-west4-c",
+    "me-west1-b", "me-west1-c",
+    "northamerica-northeast1-c",
+    "southamerica-east1-a", "southamerica-east1-c",
+    "us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f",
+    "us-east1-c", "us-east1-d",
+    "us-east4-a", "us-east4-b", "us-east4-c",
+    "us-west1-a", "us-west1-b",
+    "us-west2-b", "us-west2-c",   # seed 000 ran in us-west2-b
+    "us-west3-b",
+    "us-west4-a", "us-west4-b",
+})
+
+# GPUs an N1 VM can attach (GPU docs: "N1 general-purpose machine types"); L4 needs G2, A100 A2.
+N1_ATTACHABLE_GPUS = frozenset({"nvidia-tesla-t4", "nvidia-tesla-p4", "nvidia-tesla-p100", "nvidia-tesla-v100"})
+# The machine family each other GPU needs, for the refusal's reason.
+GPU_MACHINE_FAMILY = {"nvidia-l4": "G2", "nvidia-tesla-a100": "A2", "nvidia-a100-80gb": "A2",
+                      "nvidia-h100-80gb": "A3", "nvidia-h100-mega-80gb": "A3"}
+
+
+# T4 count -> (most vCPUs, most memory in GB) of an N1 VM with that many T4s: the NVIDIA T4 rows
+# of cloud.google.com/compute/docs/gpus (1 GPU: 1-48 vCPUs, up to 312 GB; 2 GPUs: the same; 4 GPUs:
+# up to 96 vCPUs, 624 GB). The page cannot be read from here; transcribed 2026-12-02 through its
+# copy in SkyPilot's GCP catalog (sky/clouds/service_catalog/gcp_catalog.py,
+# _NUM_ACC_TO_MAX_CPU_AND_MEMORY "T4", which cites that page). N1 takes no other T4 count.
+T4_VM_LIMITS = {1: (48, 312), 2: (48, 312), 4: (96, 624)}
+# vCPUs the project gives each T4 when it picks the shape: seed 000's n1-standard-2 per T4, so
+# tensorParallelSize N gets n1-standard-2N (each vLLM rank is a process of its own, beside the
+# API server and the engine core).
+VCPUS_PER_T4 = 2
+
+
+@dataclass(frozen=True)
+class MachineShape:
+    vcpus: int
+    memory_gib: float  # GCE writes "GB" for what is GiB: n1-standard-2 "7.5 GB" = 7.5 GiB
+
+    def t4_counts(self) -> tuple[int, ...]:
+        """The T4 counts GCE accepts on this shape (T4_VM_LIMITS)."""
+        return tuple(count for count, (vcpus, memory) in T4_VM_LIMITS.items()
+                     if self.vcpus <= vcpus and self.memory_gib <= memory)
+
+
+def n1_standard_for(t4s: int) -> str:
+    """The shape the project picks for ``t4s`` T4s: VCPUS_PER_T4 vCPUs (and 3.75 GB each) per T4."""
+    return f"n1-standard-{VCPUS_PER_T4 * t4s}"
+
+
+# cloud.google.com/compute/docs/general-purpose-machines#n1_machines (transcribed 2026-12-02):
+# standard 3.75 GB/vCPU, highmem 6.5 GB/vCPU, highcpu 0.9 GB/vCPU. Shared-core N1 (f1-micro,
+# g1-small) takes no GPU and is not listed.
+N1_SHAPES: dict[str, MachineShape] = {
+    **{f"n1-standard-{n}": MachineShape(n, 3.75 * n) for n in (1, 2, 4, 8, 16, 32, 64, 96)},
+    **{f"n1-highmem-{n}": MachineShape(n, 6.5 * n) for n in (2, 4, 8, 16, 32, 64, 96)},
+    **{f"n1-highcpu-{n}": MachineShape(n, 0.9 * n) for n in (2, 4, 8, 16, 32, 64, 96)},
+}
+
+# Host RAM the guest kernel reports (bytes), where measured: seed 000, MemTotal on n1-standard-2.
+GCE_MACHINE_RAM_BYTES = {"n1-standard-2": 7797587968}
+
+
+@dataclass(frozen=True)
+class DiskType:
+    min_gb: int
+    max_gb: int
+
+
+# Persistent disk types an N1 VM can attach (cloud.google.com/compute/docs/disks, "Machine type
+# support", transcribed 2026-12-02): pd-extreme and every Hyperdisk type need newer families (N2, C3...).
+# Zonal persistent disks: 10 GB to 64 TB.
+N1_DISK_TYPES = {
+    "pd-standard": DiskType(10, 65536),
+    "pd-balanced": DiskType(10, 65536),
+    "pd-ssd": DiskType(10, 65536),
+}
+# Disk types that exist but that N1 cannot attach: refused with this reason rather than "unknown".
+NOT_ON_N1_DISK_TYPES = frozenset({"pd-extreme", "hyperdisk-balanced", "hyperdisk-extreme", "hyperdisk-throughput",
+                                  "hyperdisk-ml", "hyperdisk-balanced-high-availability"})
+
+
+# Labels (cloud.google.com/compute/docs/labeling-resources, "Requirements for labels",
+# transcribed 2026-12-02): at most 64 per resource; keys 1-63 characters of lowercase letters,
+# digits, `_` and `-`, starting with a lowercase letter; values 0-63 of the same characters
+# (GCE also takes international letters; the ASCII rule here is the stricter one).
+GCE_MAX_LABELS = 64
+GCE_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+GCE_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+
+# scheduling.maxRunDuration: 30 s to 120 days (cloud.google.com/compute/docs/instances/limit-vm-runtime).
+GCE_MAX_RUN_DURATION_HOURS = 120 * 24
+
+
+# --- prices --------------------------------------------------------------------------------------
+
+_LIST = ("GCP list price, on demand, {region} (cloud.google.com/compute/all-pricing, transcribed 2026-12-02 "
+         "without a live read)")
+
+
+# N1 predefined types bill per vCPU and per GB at the region's rates, and every n1-standard has
+# 3.75 GB per vCPU: n1-standard-N costs N/2 x n1-standard-2 (the shapes tensorParallelSize picks).
+_SCALED = "{base}; n1-standard-{n} = {n}/2 x n1-standard-2 (N1 bills per vCPU and GB)"
+
+
+def _region_prices(region: str, machine: float, t4: float, pd_ssd: float, pd_balanced: float,
+                   pd_standard: float) -> dict[str, Price]:
+    source = _LIST.format(region=region)
+    return {
+        "machine:n1-standard-2": Price(machine, source),
+        **{f"machine:n1-standard-{n}": Price(round(machine * n / 2, 4), _SCALED.format(base=source, n=n))
+           for n in (4, 8)},
+        "gpu:nvidia-tesla-t4": Price(t4, source),
+        "disk:pd-ssd:gb-month": Price(pd_ssd, source),
+        "disk:pd-balanced:gb-month": Price(pd_balanced, source),
+        "disk:pd-standard:gb-month": Price(pd_standard, source),
+        "ip:external-in-use": Price(0.005, "GCP list price, external IPv4 in use, all regions, 2026"),
+    }
+
+
+# Region -> item -> price. Estimates for planning: the billing report is the truth. A region or
+# shape not listed gets no cost estimate (the plan says so) rather than another region's price.
+GCE_PRICES: dict[str, dict[str, Price]] = {
+    "us-central1": _region_prices("us-central1", 0.0950, 0.35, 0.17, 0.10, 0.04),
+    "us-west2": _region_prices("us-west2", 0.1141, 0.35, 0.204, 0.12, 0.048),
+}
+
+
+def region_of(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+# What a stopped (TERMINATED) VM still bills: "Stopped instances do not incur VM usage charges
+# while they are stopped. However, resources that the VM is using, such as persistent disks and
+# static IP addresses, will continue to be charged until they are deleted." (Compute Engine API,
+# instances.stop, as google-cloud-compute 1.56.0 quotes it). An ephemeral external address is
+# released at stop and a new one assigned at start.
+GCE_BILLED_WHILE_STOPPED = ("persistent disks", "static external IP addresses")

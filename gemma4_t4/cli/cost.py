@@ -1,0 +1,48 @@
+"""`gemma4-t4 cost STACK`: what the stack costs at catalog list prices, from its offline plan: per
+hour while it serves, per month while its VM is stopped (`gemma4-t4 stop`), per month after
+`pulumi destroy`. A SageMaker endpoint has no stopped state: it can only be deleted."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import asdict
+
+from rich.table import Table
+
+from ..core import cost
+from .output import EXIT_OK, EXIT_USAGE, console, fail, print_json
+from .plan import add_config_options
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cost", help="$/h while serving, $/month stopped and after destroy (catalog prices)",
+                       description=__doc__)
+    p.add_argument("stack", help="gce-t4 or sagemaker-t4")
+    add_config_options(p)
+    p.add_argument("--json", action="store_true", help="print the estimate as one JSON document")
+    p.set_defaults(run=run)
+
+
+def _usd(value: float | None, unit: str) -> str:
+    return "-" if value is None else f"${value:,.2f}/{unit}" if unit == "month" else f"${value:,.4f}/{unit}"
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        result = cost.estimate(args.stack, args.config, args.project_dir)
+    except FileNotFoundError as err:
+        return fail("cost", str(err), EXIT_USAGE)
+    if args.json:
+        print_json(asdict(result))
+        return EXIT_OK
+    table = Table("", "USD", title=f"stack {result.stack} ({result.cloud})", title_justify="left")
+    table.add_row("serving", _usd(result.running_usd_per_hour, "h"))
+    table.add_row("stopped", _usd(result.stopped_usd_per_month, "month") if result.cloud == "gce" else "cannot stop")
+    table.add_row("after pulumi destroy", _usd(result.after_destroy_usd_per_month, "month"))
+    console.print(table)
+    for disk in result.disks:
+        console.print(f"  {disk.name}: {disk.type} {disk.size_gb} GB, {_usd(disk.usd_per_month, 'month')}",
+                      markup=False)
+    for note in result.notes:
+        console.print(note, markup=False)
+    return EXIT_OK

@@ -1,0 +1,83 @@
+"""`gemma4-t4 plan STACK`: the stack's real Pulumi program, run offline under Pulumi's mocks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from ..core import plan as offline
+from ..errors import ConfigError
+from .output import EXIT_OK, EXIT_USAGE, console, fail, print_json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("plan", help="run a stack's Pulumi program offline, under mocks: resources, outputs, cost",
+                       description=__doc__)
+    p.add_argument("stack", help="gce-t4 or sagemaker-t4 (a Pulumi.STACK.yaml in the project)")
+    add_config_options(p)
+    p.add_argument("--json", action="store_true", help="print the plan as one JSON document")
+    p.add_argument("--user-data", metavar="PATH", type=Path, help="also write the rendered cloud-config here (GCE)")
+    p.set_defaults(run=run)
+
+
+def add_config_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one key as `pulumi config set` would; a dotted KEY (labels.team=ml) as `--path`")
+    p.add_argument("--project-dir", type=Path, help="the Pulumi project (default: found from the working directory)")
+
+
+def load(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
+    """The project and the stack's config, as `pulumi up` would see it; exits 2 on an unknown stack."""
+    project = offline.find_project(args.project_dir)
+    return project, offline.load_stack_config(args.stack, args.config, project)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        project, config = load(args)
+        result = offline.run_program(args.stack, config, project_dir=project)
+    except FileNotFoundError as err:
+        return fail("plan", str(err), EXIT_USAGE)
+    if args.user_data:
+        text = offline.user_data(result)
+        if text is None:
+            raise ConfigError("cloud", f"stack {args.stack} renders no user-data (only a GCE stack has a guest)",
+                              "leave out --user-data")
+        args.user_data.write_text(text)
+    if args.json:
+        print_json(result.as_json())
+    else:
+        show(result)
+    return EXIT_OK
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+    return text if len(text) <= 100 else f"<{len(text)} chars>"
+
+
+def show(result: offline.Plan) -> None:
+    console.print(f"[bold]stack {result.stack}[/]: {len(result.resources)} resources")
+    for r in result.resources:
+        parent = f"  [dim](in {r.parent})[/]" if r.parent else ""
+        console.print(f"[green]+[/] {r.type}  [bold]{r.name}[/]{parent}")
+        for key in sorted(r.inputs):
+            console.print(f"      {key}: {_short(r.inputs[key])}", markup=False)
+        kept = [k for k in ("protect", "retainOnDelete", "deleteBeforeReplace") if r.options.get(k)]
+        if kept:
+            console.print(f"      options: {', '.join(kept)}", markup=False)
+    outputs = Table(title="outputs", title_justify="left", show_edge=False)
+    outputs.add_column("output", no_wrap=True)
+    outputs.add_column("value", overflow="fold")  # shown whole: connect_command is meant to be copied
+    for key, value in sorted(result.outputs.items()):
+        outputs.add_row(key, Text(value if isinstance(value, str) else json.dumps(value, sort_keys=True)))
+    console.print(outputs)
+    if (memory := offline.memory_line(result)) is not None:
+        console.print(memory, markup=False)
+    if (cost := offline.cost_line(result)) is not None:
+        console.print(cost, markup=False)

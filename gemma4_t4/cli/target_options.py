@@ -1,0 +1,45 @@
+"""The target options every command that talks to a server shares: exactly one of --url,
+--stack or --endpoint (with --region)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ..core import ops
+from ..core.targets import Target
+
+
+def add(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_argument_group("target (exactly one of --url, --stack, --endpoint)")
+    choice = where.add_mutually_exclusive_group(required=True)
+    choice.add_argument("--url", help="any OpenAI-compatible server, e.g. http://127.0.0.1:8000")
+    choice.add_argument("--stack", help="a deployed stack, e.g. gce-t4 (reads `pulumi stack output`; a GCE stack's "
+                                        "IAP tunnel is opened on the stack's port and closed afterwards)")
+    choice.add_argument("--endpoint", help="a SageMaker endpoint name (with --region)")
+    where.add_argument("--region", help="the SageMaker endpoint's AWS region (only with --endpoint)")
+    # A local SageMaker stand-in for the tests; not for users.
+    where.add_argument("--endpoint-url", help=argparse.SUPPRESS)
+    parser.set_defaults(check_usage=lambda args: _check(parser, args))
+
+
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.region and not args.endpoint:
+        parser.error("--region goes with --endpoint (a stack knows its own region)")
+    if args.endpoint and not args.region:
+        parser.error("--endpoint needs --region")
+
+
+def add_model(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", help="the model id to send (default: the one model the server serves)")
+
+
+@contextmanager
+def opened(args: argparse.Namespace) -> Iterator[Target]:
+    target = ops.resolve_target(url=args.url, stack=args.stack, endpoint=args.endpoint, region=args.region,
+                                endpoint_url=args.endpoint_url)
+    try:
+        yield target
+    finally:
+        target.close()

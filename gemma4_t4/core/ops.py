@@ -1,0 +1,191 @@
+"""What the operator commands do, as data: find the target, look at it, wait for it, ask it.
+
+Nothing here prints: the CLI (gemma4_t4.cli) renders the results, and progress arrives through
+callbacks, so any other front end can call the same functions.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .targets import GceTarget, HttpTarget, SageMakerTarget, Target, TargetError
+
+
+def stack_outputs(stack: str, cwd: Path | None = None) -> dict[str, Any]:
+    """`pulumi stack output --json` of a deployed stack."""
+    if shutil.which("pulumi") is None:
+        raise TargetError(f"reading stack {stack} needs the Pulumi CLI (https://www.pulumi.com/docs/install/); "
+                          "or pass --url / --endpoint")
+    result = subprocess.run(["pulumi", "stack", "output", "--json", "--stack", stack], capture_output=True,
+                            text=True, cwd=cwd)
+    if result.returncode != 0:
+        raise TargetError(f"pulumi stack output --stack {stack}: {result.stderr.strip()}")
+    return json.loads(result.stdout)
+
+
+def target_from_outputs(stack: str, outputs: dict[str, Any]) -> Target:
+    """The target a deployed stack describes through the contract's outputs (gemma4_t4.contract)."""
+    cloud, target = outputs.get("cloud"), outputs.get("target")
+    if not isinstance(target, dict):
+        raise TargetError(f"stack {stack} has no `target` output: was it deployed with this version of gemma4-t4?")
+    if cloud == "sagemaker":
+        return SageMakerTarget(target["endpoint_name"], target["region"])
+    if cloud == "gce":
+        port = int(outputs["port"])
+        return GceTarget(f"http://127.0.0.1:{port}", label=f"gce:{target['instance']}", instance=target["instance"],
+                         zone=target["zone"], project=target["project"], port=port)
+    raise TargetError(f"stack {stack} has cloud {cloud!r}: expected gce or sagemaker")
+
+
+def resolve_target(url: str | None = None, stack: str | None = None, endpoint: str | None = None,
+                   region: str | None = None, endpoint_url: str | None = None,
+                   project_dir: Path | None = None) -> Target:
+    """--url, --endpoint with --region, or --stack (read from `pulumi stack output`, run in
+    ``project_dir`` or here; a GCE stack's tunnel is opened, on the stack's own port)."""
+    if sum(1 for where in (url, stack, endpoint) if where) > 1:
+        raise TargetError("say where once: one of --url, --stack or --endpoint, not several")
+    if region and not endpoint:
+        raise TargetError("--region goes with --endpoint (a stack knows its own region)")
+    if url:
+        return HttpTarget(url)
+    if endpoint:
+        if not region:
+            raise TargetError("--endpoint needs --region")
+        return SageMakerTarget(endpoint, region, endpoint_url=endpoint_url)
+    if stack:
+        target = target_from_outputs(stack, stack_outputs(stack, cwd=project_dir))
+        if isinstance(target, GceTarget):
+            target.open_tunnel()
+        return target
+    raise TargetError("say where: --url URL, --stack STACK, or --endpoint NAME --region REGION")
+
+
+def served_model(target: Target, model: str | None) -> str:
+    """The model id to send: the one asked for if the server serves it, else the only one served."""
+    served = [m["id"] for m in target.models()]
+    if model is None:
+        if len(served) != 1:
+            raise TargetError(f"the server serves {served}: pick one with --model")
+        return served[0]
+    if model not in served:
+        raise TargetError(f"model {model!r} is not served here; /v1/models reports: {', '.join(served)}")
+    return model
+
+
+# --- status ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class Status:
+    target: str
+    serving: bool
+    details: dict[str, Any] = field(default_factory=dict)
+    models: list[dict[str, Any]] = field(default_factory=list)
+
+
+def status(target: Target) -> Status:
+    details = target.describe()
+    serving = target.health()
+    models = [{"id": m["id"], "max_model_len": m.get("max_model_len")} for m in target.models()] if serving else []
+    return Status(target.label, serving, details, models)
+
+
+# --- wait -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class WaitResult:
+    target: str
+    healthy: bool
+    elapsed_s: float
+    reason: str = ""  # why not: "timeout" or "died"
+    recent_log: list[str] = field(default_factory=list)
+
+
+def wait(target: Target, timeout_s: float = 1800, interval_s: float = 15,
+         on_tick: Callable[[float, dict[str, Any]], None] | None = None,
+         alive: Callable[[], bool] | None = None) -> WaitResult:
+    """Poll until healthy. Each tick reports the elapsed time and what the target says of itself
+    (VRAM on GCE: a compiling engine claims memory, a dead one does not; the endpoint status on
+    SageMaker). ``alive`` says whether the server process still exists, where that is known."""
+    start = time.monotonic()
+    while True:
+        elapsed = time.monotonic() - start
+        if target.health():
+            return WaitResult(target.label, True, elapsed)
+        if alive is not None and not alive():
+            return WaitResult(target.label, False, elapsed, "died", _recent_log(target))
+        info = target.describe()
+        if info.get("endpoint_status") == "Failed":
+            return WaitResult(target.label, False, elapsed, f"endpoint Failed: {info.get('failure_reason')}",
+                              _recent_log(target))
+        if elapsed > timeout_s:
+            return WaitResult(target.label, False, elapsed, "timeout", _recent_log(target))
+        if on_tick is not None:
+            on_tick(elapsed, info)
+        time.sleep(interval_s)
+
+
+def wait_failure(result: WaitResult, timeout_s: float) -> str:
+    """What went wrong, as the operator reads it: why, the last log lines, where to look next."""
+    why = {"timeout": f"not healthy after {timeout_s:.0f}s", "died": "the server died during startup"}
+    lines = [f"{why.get(result.reason, result.reason)}: {result.target}"]
+    if result.recent_log:
+        lines.append("last log lines:\n" + "\n".join(result.recent_log))
+    lines.append("no traceback? the kernel may have killed it: `sudo dmesg -T | grep -i oom` on the VM")
+    return "\n".join(lines)
+
+
+def _recent_log(target: Target, lines: int = 20) -> list[str]:
+    try:
+        return list(target.log_lines(follow=False, lines=lines))
+    except TargetError:
+        return []  # a plain URL has no log; a log that cannot be read is not the failure to report
+
+
+# --- query ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    model: str
+    text: str
+    usage: dict[str, Any] | None
+    finish_reason: str | None
+
+
+def chat_body(model: str, prompt: str, max_tokens: int, temperature: float) -> dict[str, Any]:
+    return {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "temperature": temperature}
+
+
+def query(target: Target, prompt: str, model: str | None = None, max_tokens: int = 256,
+          temperature: float = 0.0) -> Reply:
+    model = served_model(target, model)
+    reply = target.chat(chat_body(model, prompt, max_tokens, temperature))
+    choice = reply["choices"][0]
+    return Reply(model, choice["message"]["content"] or "", reply.get("usage"), choice.get("finish_reason"))
+
+
+def query_stream(target: Target, prompt: str, model: str | None = None, max_tokens: int = 256,
+                 temperature: float = 0.0) -> Iterator[str | Reply]:
+    """Text pieces as they arrive, then the whole Reply."""
+    model = served_model(target, model)
+    pieces: list[str] = []
+    usage, finish = None, None
+    for chunk in target.chat_stream(chat_body(model, prompt, max_tokens, temperature)):
+        for choice in chunk.get("choices", []):
+            piece = choice.get("delta", {}).get("content") or ""
+            finish = choice.get("finish_reason") or finish
+            if piece:
+                pieces.append(piece)
+                yield piece
+        usage = chunk.get("usage") or usage
+    yield Reply(model, "".join(pieces), usage, finish)

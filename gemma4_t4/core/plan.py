@@ -1,0 +1,444 @@
+"""The offline plan: the real Pulumi program run under Pulumi's mocks, no CLI or cloud needed.
+
+Config is assembled the way the Pulumi CLI would: Pulumi.yaml's defaults, then
+Pulumi.<stack>.yaml, then each override as `pulumi config set [--path]` would apply it.
+Every resource the program registers is recorded with its parent and its inputs as the
+engine sees them (camelCase, numbers as floats).
+
+Lookups the program makes (invokes) are answered from a MockCloud: what already exists in the
+cloud. The offline `plan` command uses an empty one, i.e. it shows a first `pulumi up` in an
+empty project; the retained data disk of an earlier deployment is adopted only by a real `up`,
+which finds it (tests give the mock cloud that disk to show it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import runpy
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+import yaml
+
+from ..errors import PROJECT, ConfigError
+
+
+def find_project(start: Path | None = None) -> Path:
+    """The gemma4-t4 Pulumi project at or above ``start`` (default: the working directory),
+    as the Pulumi CLI finds Pulumi.yaml."""
+    start = (start or Path.cwd()).resolve()
+    for directory in (start, *start.parents):
+        project_file = directory / "Pulumi.yaml"
+        if project_file.is_file() and (yaml.safe_load(project_file.read_text()) or {}).get("name") == PROJECT:
+            return directory
+    raise FileNotFoundError(f"no {PROJECT} Pulumi project (Pulumi.yaml) at or above {start}: "
+                            "run this from the project's directory, or pass --project-dir")
+
+
+# --- config ------------------------------------------------------------------------------------
+
+
+def _qualify(key: str) -> str:
+    return key if ":" in key else f"{PROJECT}:{key}"
+
+
+def load_stack_config(stack: str, overrides: Sequence[str] = (), repo: Path | None = None) -> dict[str, Any]:
+    """{fully-qualified key: value} for STACK, as `pulumi up` would see it."""
+    repo = repo or find_project()
+    project = yaml.safe_load((repo / "Pulumi.yaml").read_text())
+    config: dict[str, Any] = {}
+    for key, spec in (project.get("config") or {}).items():
+        if isinstance(spec, dict) and "default" in spec:
+            config[_qualify(key)] = spec["default"]
+    stack_file = repo / f"Pulumi.{stack}.yaml"
+    if not stack_file.is_file():
+        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in repo.glob("Pulumi.*.yaml"))
+        raise FileNotFoundError(f"no stack file {stack_file.name}; stacks here: {', '.join(known)}")
+    for key, value in ((yaml.safe_load(stack_file.read_text()) or {}).get("config") or {}).items():
+        config[_qualify(key)] = value
+    for override in overrides:
+        apply_override(config, override)
+    return config
+
+
+def apply_override(config: dict[str, Any], override: str) -> None:
+    """KEY=VALUE as `pulumi config set KEY VALUE`; KEY.a.b=VALUE as `pulumi config set --path`."""
+    key, sep, value = override.partition("=")
+    if not sep or not key:
+        raise ConfigError(override, "is not KEY=VALUE", "pass --config gemma4-t4:KEY=VALUE")
+    namespace, _, path = _qualify(key).partition(":")
+    name, *nested = path.split(".")
+    full = f"{namespace}:{name}"
+    if not nested:
+        config[full] = value
+        return
+    node = config.get(full)
+    if isinstance(node, str):
+        try:
+            node = json.loads(node) if node.strip() else {}
+        except json.JSONDecodeError:
+            node = None
+    if node is not None and not isinstance(node, dict):
+        raise ConfigError(f"{namespace}:{name}", f"is not an object, so {key} cannot set a part of it",
+                          f"set the whole value: pulumi config set {namespace}:{name} VALUE")
+    node = dict(node or {})
+    config[full] = node
+    for part in nested[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(key, f"{part} is not an object", "set the whole value without --path")
+    node[nested[-1]] = value
+
+
+SECRET_PLACEHOLDER = "[secret]"
+
+
+def secret_keys(config: dict[str, Any]) -> list[str]:
+    """Keys whose stack-file value is `secure:` ciphertext: secrets the plan cannot decrypt."""
+    return [key for key, value in config.items() if isinstance(value, dict) and set(value) == {"secure"}]
+
+
+def _as_config_string(value: Any) -> str:
+    if isinstance(value, dict) and set(value) == {"secure"}:
+        return SECRET_PLACEHOLDER
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+@dataclass
+class RegisteredResource:
+    type: str
+    name: str
+    urn: str
+    parent: str | None
+    custom: bool
+    inputs: dict[str, Any]
+    options: dict[str, Any]
+    # What the mock provider answered: the inputs plus the physical name, id and computed outputs.
+    state: dict[str, Any] = field(default_factory=dict)
+    # For a component: what it passed to register_outputs (None if it never did).
+    registered_outputs: dict[str, Any] | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.type}::{self.name}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"type": self.type, "name": self.name, "parent": self.parent, "inputs": self.inputs,
+                "options": self.options}
+
+
+@dataclass
+class Plan:
+    stack: str
+    project_dir: Path | None = None
+    resources: list[RegisteredResource] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def find(self, type_: str, name: str | None = None) -> list[RegisteredResource]:
+        return [r for r in self.resources if r.type == type_ and (name is None or r.name == name)]
+
+    def one(self, type_: str, name: str | None = None) -> RegisteredResource:
+        found = self.find(type_, name)
+        if len(found) != 1:
+            raise AssertionError(f"expected one {type_}{f' named {name}' if name else ''}, "
+                                 f"found {[r.name for r in found]}")
+        return found[0]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "resources": [r.as_json() for r in self.resources],
+            "outputs": self.outputs,
+            "cost_per_hour_usd": self.outputs.get("cost_per_hour_usd"),
+            "cost_per_hour_usd_range": cost_range(self),
+        }
+
+
+MOCK_ACCOUNT = "123456789012"
+# What a local command prints, as the mocks answer it: a clock (`date ...`) the time, the image
+# build step a digest.
+MOCK_NOW = "2030-01-01T00:00:00Z"
+MOCK_DIGEST = "sha256:" + "0" * 64
+MOCK_GCP_PROJECT = "mock-project"
+
+
+@dataclass
+class MockCloud:
+    """What exists in the cloud before the program runs, as the provider's invokes read it.
+    disks: GCE disk name -> {"zone", "sizeGb", "type", "users": [instance self links]}."""
+
+    disks: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def get_disk(self, args: dict[str, Any]) -> dict[str, Any]:
+        name, zone = args["name"], args.get("zone")
+        disk = self.disks.get(name)
+        if disk is None or (zone and disk["zone"] != zone):
+            # What pulumi-gcp's getDisk reports for a missing disk (the engine fails the invoke).
+            raise ProviderInvokeError(
+                "invocation of gcp:compute/getDisk:getDisk returned an error: googleapi: Error 404: The resource "
+                f"'projects/{MOCK_GCP_PROJECT}/zones/{zone}/disks/{name}' was not found, notFound")
+        link = f"https://www.googleapis.com/compute/v1/projects/{MOCK_GCP_PROJECT}/zones/{disk['zone']}"
+        return {"id": f"projects/{MOCK_GCP_PROJECT}/zones/{disk['zone']}/disks/{name}", "name": name,
+                "zone": disk["zone"], "project": MOCK_GCP_PROJECT, "size": float(disk["sizeGb"]),
+                "type": f"{link}/diskTypes/{disk['type']}", "users": list(disk.get("users", [])),
+                "selfLink": f"{link}/disks/{name}", "labels": disk.get("labels", {})}
+
+
+class ProviderInvokeError(grpc.RpcError):
+    """A provider's failed invoke as the engine returns it to the program: a gRPC error whose
+    details carry the provider's message."""
+
+    def __init__(self, details: str):
+        super().__init__(details)
+        self._details = details
+
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNKNOWN
+
+    def details(self) -> str:
+        return self._details
+
+
+def _physical_name_key(typ: str) -> str:
+    """The input that holds a resource's physical name (S3 names buckets by `bucket`)."""
+    return "bucket" if typ == "aws:s3/bucket:Bucket" else "name"
+
+
+def mock_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tuple[str, dict[str, Any]]:
+    """(id, state) as a provider answers a create: the physical name is the given one, or the
+    logical name plus a random suffix (Pulumi's auto-naming); computed outputs the program reads
+    are filled in, so no Output is left unknown."""
+    key = _physical_name_key(typ)
+    physical = inputs.get(key) or f"{logical}-{suffix}"
+    provider = typ.split(":", 1)[0]
+    computed: dict[str, Any] = {}
+    if provider == "gcp":
+        kind = typ.rsplit(":", 1)[-1].lower()
+        where = f"zones/{inputs['zone']}" if "zone" in inputs else "global"
+        resource_id = f"projects/{MOCK_GCP_PROJECT}/{where}/{kind}s/{physical}"
+        computed["selfLink"] = f"https://www.googleapis.com/compute/v1/{resource_id}"
+        computed["project"] = MOCK_GCP_PROJECT  # from the provider's gcp:project
+    elif provider == "aws":
+        resource_id = physical
+        service, _, kind = typ.split(":", 1)[1].partition("/")
+        computed["arn"] = f"arn:aws:{service}:us-east-2:{MOCK_ACCOUNT}:{kind.split(':')[0].lower()}/{physical}"
+        if typ == "aws:ecr/repository:Repository":
+            computed["repositoryUrl"] = f"{MOCK_ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/{physical}"
+        if typ == "aws:sqs/queue:Queue":
+            computed["url"] = f"https://sqs.us-east-2.amazonaws.com/{MOCK_ACCOUNT}/{physical}"
+    else:
+        resource_id = f"{physical}-id"
+    if typ == "command:local:Command":
+        computed["stdout"] = MOCK_NOW if str(inputs.get("create", "")).startswith("date ") else MOCK_DIGEST
+    return resource_id, {**computed, **inputs, key: physical}
+
+
+# Pulumi's runtime settings are process-wide: one program at a time, whichever thread asks.
+_PROGRAM_LOCK = threading.Lock()
+
+
+def run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
+                project_dir: Path | None = None, cloud: MockCloud | None = None) -> Plan:
+    """``_run_program`` from any thread (a front end's worker thread has no event loop of its
+    own, which Pulumi's runtime needs), one program at a time."""
+    with _PROGRAM_LOCK:
+        try:
+            asyncio.get_event_loop()
+        except RuntimeError:  # not the main thread: give this one a loop for the program's run
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            try:
+                return _run_program(stack, config, plan, project_dir, cloud)
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+        return _run_program(stack, config, plan, project_dir, cloud)
+
+
+def _run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
+                 project_dir: Path | None = None, cloud: MockCloud | None = None) -> Plan:
+    """Run the Pulumi program under fresh mocks, recording into ``plan``. Raises whatever the
+    program raises (a refused config raises ConfigError); ``plan`` then shows what had been
+    registered by then.
+
+    The program runs as the Pulumi CLI runs it: ``__main__.py`` of the project directory, with
+    that directory first on the module path for the program's own modules (components/)."""
+    import secrets
+
+    import pulumi
+    from pulumi.runtime import mocks, rpc, settings
+
+    project = project_dir or find_project()
+    record = plan if plan is not None else Plan(stack)
+    record.project_dir = project
+    by_urn: dict[str, RegisteredResource] = {}
+    existing = cloud or MockCloud()
+
+    class Mocks(pulumi.runtime.Mocks):
+        def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+            return mock_state(args.typ, args.name, args.inputs, secrets.token_hex(4)[:7])
+
+        def call(self, args: pulumi.runtime.MockCallArgs):
+            if args.token == "gcp:compute/getDisk:getDisk":
+                return existing.get_disk(args.args)
+            return {}
+
+    class RecordingMonitor(mocks.MockMonitor):
+        def RegisterResource(self, request):
+            response = super().RegisterResource(request)
+            if request.type != "pulumi:pulumi:Stack":
+                registered = self.resources[response.urn]
+                state = {k: _jsonable(v, project) for k, v in registered.state.items()}
+                inputs = {k: v for k, v in state.items() if k in _input_keys(request)}
+                resource = RegisteredResource(request.type, request.name, response.urn, _parent(request.parent),
+                                              bool(request.custom), inputs, _options(request), state)
+                record.resources.append(resource)
+                by_urn[response.urn] = resource
+            return response
+
+        def RegisterResourceOutputs(self, request):
+            if request.urn in by_urn:
+                outputs = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
+                by_urn[request.urn].registered_outputs = {k: _jsonable(v, project) for k, v in outputs.items()}
+            return super().RegisterResourceOutputs(request)
+
+    settings.reset_options(project=PROJECT, stack=stack, preview=False)
+    mock_impl = Mocks()
+    mocks.set_mocks(mock_impl, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mock_impl))
+    pulumi.runtime.set_all_config({k: _as_config_string(v) for k, v in config.items()}, secret_keys(config))
+
+    @mocks.test
+    def run():
+        # A directory: runpy puts it first on sys.path while __main__.py runs, as Pulumi does.
+        runpy.run_path(str(project), run_name="__main__")
+        root = settings.get_root_resource()
+        assert root is not None and hasattr(root, "outputs"), "the program registered no stack"
+        return pulumi.Output.all(**root.outputs).apply(record.outputs.update)
+
+    run()
+    return record
+
+
+def _jsonable(value: Any, project_dir: Path) -> Any:
+    """Inputs as JSON: assets and archives by what they hold, secrets shown as placeholders."""
+    import pulumi
+
+    if isinstance(value, dict):
+        if value.get(_SECRET_SIG) == _SECRET_MARK:
+            return SECRET_PLACEHOLDER
+        return {k: _jsonable(v, project_dir) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v, project_dir) for v in value]
+    if isinstance(value, pulumi.AssetArchive):
+        return {"archive": {k: _jsonable(v, project_dir) for k, v in sorted(value.assets.items())}}
+    if isinstance(value, pulumi.FileAsset | pulumi.FileArchive):
+        return {"file": str(Path(value.path).resolve().relative_to(project_dir))}
+    if isinstance(value, pulumi.StringAsset):
+        return {"text": value.text}
+    return value
+
+
+# How the wire format marks a secret value (pulumi.runtime.rpc).
+_SECRET_SIG, _SECRET_MARK = "4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270"
+
+
+def _urn_label(urn: str) -> str:
+    """`TYPE::NAME` of a URN (its own type, not the parent chain)."""
+    _, _, qualified_type, name = urn.split("::", 3)
+    return f"{qualified_type.split('$')[-1]}::{name}"
+
+
+def _parent(urn: str) -> str | None:
+    if not urn or _urn_label(urn).startswith("pulumi:pulumi:Stack::"):
+        return None
+    return _urn_label(urn)
+
+
+def _options(request) -> dict[str, Any]:
+    return {
+        "protect": request.protect if request.HasField("protect") else False,
+        "retainOnDelete": request.retainOnDelete if request.HasField("retainOnDelete") else False,
+        "deleteBeforeReplace": request.deleteBeforeReplace,
+        "replaceOnChanges": list(request.replaceOnChanges),
+        "dependsOn": sorted(_urn_label(u) for u in request.dependencies),
+        "importId": request.importId,
+    }
+
+
+def _input_keys(request) -> set[str]:
+    return set(request.object.fields.keys()) if request.object else set()
+
+
+# --- presentation ------------------------------------------------------------------------------
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+    return text if len(text) <= 100 else f"<{len(text)} chars>"
+
+
+def cost_range(plan: Plan) -> list[float] | None:
+    """[fewest, most] $/h: an autoscaled endpoint's range (cost_per_hour_usd_max), else one price twice."""
+    low = plan.outputs.get("cost_per_hour_usd")
+    if low is None:
+        return None
+    return [low, plan.outputs.get("cost_per_hour_usd_max") or low]
+
+
+def cost_line(plan: Plan) -> str | None:
+    span = cost_range(plan)
+    if span is None:
+        return None
+    low, high = span
+    shown = f"${low:.4f}/h" if low == high else f"${low:.4f}/h to ${high:.4f}/h, fewest to most instances"
+    return f"estimated cost while running: {shown} (catalog list prices; the bill is the truth)"
+
+
+def memory_line(plan: Plan) -> str | None:
+    """The stack's memory plan in vLLM's own terms (the `memory_plan` output), or None."""
+    m = plan.outputs.get("memory_plan")
+    if not m:
+        return None
+    size = m.get("tensor_parallel_size", 1)
+    where = m["gpu"] if size == 1 else f"each of {size} {m['gpu']}s"
+    return (f"memory plan ({where}): {m['gpu_memory_utilization']} x {m['gpu_total_gib']} GiB = {m['budget_gib']} "
+            f"GiB for vLLM - weights {m['weights_gib']} GiB - overheads {m['overhead_gib']} GiB = KV cache "
+            f"{m['kv_cache_gib']} GiB: {m['kv_cache_tokens']:,} tokens, {m['max_concurrency']}x "
+            f"{m['max_model_len']:,}-token requests at once")
+
+
+def format_plan(plan: Plan) -> str:
+    lines = [f"stack {plan.stack}: {len(plan.resources)} resources"]
+    for r in plan.resources:
+        parent = f"  (in {r.parent})" if r.parent else ""
+        lines.append(f"+ {r.type}  {r.name}{parent}")
+        for key in sorted(r.inputs):
+            lines.append(f"      {key}: {_short(r.inputs[key])}")
+        kept = [k for k in ("protect", "retainOnDelete", "deleteBeforeReplace") if r.options.get(k)]
+        if kept:
+            lines.append(f"      options: {', '.join(kept)}")
+    lines.append("outputs:")
+    lines += [f"  {k}: {_short(v)}" for k, v in sorted(plan.outputs.items())]
+    if (memory := memory_line(plan)) is not None:
+        lines.append(memory)
+    if (cost := cost_line(plan)) is not None:
+        lines.append(cost)
+    return "\n".join(lines)
+
+
+def user_data(plan: Plan) -> str | None:
+    for r in plan.find("gcp:compute/instance:Instance"):
+        return (r.inputs.get("metadata") or {}).get("user-data")
+    return None

@@ -1,0 +1,380 @@
+"""Where the operator commands send their requests: any OpenAI-compatible URL (a GCE VM through
+its IAP tunnel is one), or a SageMaker endpoint through boto3's sagemaker-runtime.
+
+Both speak the OpenAI chat body: the vLLM SageMaker container serves it at /invocations. Every
+failure becomes a TargetError whose message says what happened and what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import httpx
+
+
+class TargetError(RuntimeError):
+    """A failure the operator can act on: the message says what and what to do."""
+
+
+def vram(query_output: str) -> dict[str, Any]:
+    """nvidia-smi's memory.used,memory.total (csv, no header, no units): one line per GPU, summed,
+    and each GPU's pair where there are several (tensorParallelSize)."""
+    gpus = [tuple(int(x) for x in line.split(",")) for line in query_output.strip().splitlines() if line.strip()]
+    summary: dict[str, Any] = {"vram_used_mib": sum(g[0] for g in gpus), "vram_total_mib": sum(g[1] for g in gpus)}
+    if len(gpus) > 1:
+        summary["vram_per_gpu_mib"] = [list(g) for g in gpus]
+    return summary
+
+
+class Target(Protocol):
+    label: str
+
+    def health(self) -> bool: ...
+    def models(self) -> list[dict[str, Any]]: ...
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    def chat_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]: ...
+    def metrics(self) -> str | None: ...
+    def describe(self) -> dict[str, Any]: ...
+    def log_lines(self, follow: bool, lines: int = 200) -> Iterator[str]: ...
+    def close(self) -> None: ...
+
+
+def sse_events(lines: Iterator[str], require_done: bool = False) -> Iterator[dict[str, Any]]:
+    """The JSON payloads of `data: {...}` server-sent events, until `data: [DONE]`. With
+    ``require_done``, a stream that ends without it is an error: the answer was cut."""
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        data = line[len("data:"):].strip()
+        if data == "[DONE]":
+            return
+        yield json.loads(data)
+    if require_done:
+        raise TargetError("the stream ended before the answer was complete (no [DONE]): the connection was closed "
+                          "midway; ask again")
+
+
+# --- OpenAI-compatible HTTP ----------------------------------------------------------------------
+
+# Generation can take minutes on a T4 under load; connecting must not.
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 1800.0
+
+
+@dataclass
+class HttpTarget:
+    base_url: str
+    label: str = ""
+    read_timeout_s: float = READ_TIMEOUT_S
+    _client: httpx.Client | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.base_url = self.base_url.rstrip("/")
+        self.label = self.label or self.base_url
+
+    @property
+    def client(self) -> httpx.Client:
+        if self._client is None:
+            timeout = httpx.Timeout(self.read_timeout_s, connect=CONNECT_TIMEOUT_S)
+            self._client = httpx.Client(base_url=self.base_url, timeout=timeout)
+        return self._client
+
+    def _error(self, path: str, err: Exception) -> TargetError:
+        if isinstance(err, httpx.HTTPStatusError):
+            detail = err.response.text[:500]
+            return TargetError(f"{self.base_url}{path}: HTTP {err.response.status_code}: {detail}".rstrip(": "))
+        if isinstance(err, httpx.TimeoutException):
+            return TargetError(f"{self.base_url}{path}: no answer in time ({type(err).__name__})")
+        return TargetError(f"cannot reach {self.base_url}: {err}")
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None,
+                 timeout_s: float | None = None) -> httpx.Response:
+        try:
+            response = self.client.request(method, path, json=body,
+                                           timeout=httpx.USE_CLIENT_DEFAULT if timeout_s is None else timeout_s)
+            response.raise_for_status()
+            return response
+        except httpx.HTTPError as err:
+            raise self._error(path, err) from None
+
+    def health(self) -> bool:
+        try:
+            return self._request("GET", "/health", timeout_s=5).status_code == 200
+        except TargetError:
+            return False
+
+    def models(self) -> list[dict[str, Any]]:
+        return self._request("GET", "/v1/models", timeout_s=10).json()["data"]
+
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        return self._request("POST", "/v1/chat/completions", {**body, "stream": False}).json()
+
+    def chat_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        stream_body = {**body, "stream": True, "stream_options": {"include_usage": True}}
+        path = "/v1/chat/completions"
+        try:
+            with self.client.stream("POST", path, json=stream_body) as response:
+                if response.is_error:
+                    response.read()
+                    response.raise_for_status()
+                lines = response.iter_lines()
+                yield from sse_events(lines)
+                # Read past [DONE] to the end of the body: a response closed unread takes its
+                # connection with it, and every next request would pay for a new one.
+                for _ in lines:
+                    pass
+        except httpx.HTTPError as err:
+            raise self._error(path, err) from None
+
+    def metrics(self) -> str | None:
+        try:
+            return self._request("GET", "/metrics", timeout_s=10).text
+        except TargetError:
+            return None
+
+    def describe(self) -> dict[str, Any]:
+        return {}
+
+    def log_lines(self, follow: bool, lines: int = 200) -> Iterator[str]:
+        raise TargetError("a plain URL has no log to read: use --stack STACK or --endpoint NAME")
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+
+# --- GCE: the VM's loopback server through an IAP SSH tunnel -------------------------------------
+
+
+@dataclass
+class GceTarget(HttpTarget):
+    instance: str = ""
+    zone: str = ""
+    project: str = ""
+    port: int = 8000
+    _tunnel: subprocess.Popen | None = field(default=None, repr=False)
+
+    def _gcloud_ssh(self, *remote: str, extra: tuple[str, ...] = ()) -> list[str]:
+        if shutil.which("gcloud") is None:
+            raise TargetError("gcloud is not installed: the GCE target needs it for the IAP tunnel and SSH "
+                              "(https://cloud.google.com/sdk/docs/install)")
+        return ["gcloud", "compute", "ssh", self.instance, "--project", self.project, "--zone", self.zone,
+                "--tunnel-through-iap", *extra, *(("--command", " ".join(remote)) if remote else ())]
+
+    def open_tunnel(self, wait_s: float = 30) -> None:
+        """Forward local port -> the VM's 127.0.0.1:port, unless something already answers there."""
+        if self.health():
+            return
+        forward = f"{self.port}:127.0.0.1:{self.port}"
+        self._tunnel = subprocess.Popen(self._gcloud_ssh(extra=("--", "-N", "-L", forward)),
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if self._tunnel.poll() is not None:
+                error = self._tunnel.stderr.read().decode()[-500:] if self._tunnel.stderr else ""
+                raise TargetError(f"the IAP tunnel to {self.instance} closed: {error.strip()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.5)
+        self.close()
+        raise TargetError(f"the IAP tunnel to {self.instance} did not open in {wait_s:.0f}s: is port 22 open to "
+                          "35.235.240.0/20, and do you hold roles/iap.tunnelResourceAccessor? (`gcloud auth login`)")
+
+    def describe(self) -> dict[str, Any]:
+        query = "nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader,nounits"
+        result = subprocess.run(self._gcloud_ssh(query), capture_output=True, text=True, timeout=60)
+        if result.returncode != 0:
+            return {"vram": f"unknown ({result.stderr.strip()[-200:]})"}
+        return vram(result.stdout)
+
+    def log_lines(self, follow: bool, lines: int = 200) -> Iterator[str]:
+        command = f"sudo journalctl -u gemma4-vllm --no-pager -n {lines}" + (" -f" if follow else "")
+        with subprocess.Popen(self._gcloud_ssh(command), stdout=subprocess.PIPE, text=True) as process:
+            assert process.stdout is not None
+            for line in process.stdout:
+                yield line.rstrip("\n")
+        if process.returncode:
+            raise TargetError(f"reading the journal on {self.instance} failed (exit {process.returncode})")
+
+    def close(self) -> None:
+        if self._tunnel is not None and self._tunnel.poll() is None:
+            self._tunnel.terminate()
+            self._tunnel.wait(timeout=10)
+        self._tunnel = None
+        super().close()
+
+
+# --- SageMaker -------------------------------------------------------------------------------------
+
+
+# SageMaker cuts a real-time invocation at 60 s; AWS advises a 70 s socket timeout (InvokeEndpoint).
+SAGEMAKER_INVOKE_LIMIT_S = 60
+SAGEMAKER_READ_TIMEOUT_S = 70.0
+
+
+@dataclass
+class SageMakerTarget:
+    """An endpoint through boto3. Invocations are never retried (a generation is not idempotent:
+    a retry after a timeout would run it twice), and a plain invocation must answer within 60 s,
+    so the CLI streams by default here."""
+
+    endpoint: str
+    region: str
+    endpoint_url: str | None = None  # a local stand-in (tests); None for AWS
+    label: str = ""
+    read_timeout_s: float = SAGEMAKER_READ_TIMEOUT_S
+    runtime: Any = field(init=False, repr=False)
+    control: Any = field(init=False, repr=False)
+    _session: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        import boto3
+        from botocore.config import Config
+
+        if not self.region or not self.region.strip():
+            raise TargetError("no AWS region: pass --region (or set aws:region in the stack)")
+        self._session = boto3.session.Session(region_name=self.region)
+        if self._session.get_credentials() is None:
+            raise TargetError("no AWS credentials: run `aws configure` or `aws sso login`, or set AWS_PROFILE")
+        once = Config(read_timeout=self.read_timeout_s, connect_timeout=CONNECT_TIMEOUT_S,
+                      retries={"total_max_attempts": 1, "mode": "standard"})
+        self.runtime = self._session.client("sagemaker-runtime", endpoint_url=self.endpoint_url, config=once)
+        self.control = self._session.client("sagemaker", endpoint_url=self.endpoint_url)
+        self.label = self.label or f"sagemaker:{self.endpoint}@{self.region}"
+
+    def _error(self, err: Exception) -> TargetError:
+        """One message per error class, each with what to do."""
+        from botocore.exceptions import (
+            ClientError,
+            ConnectionClosedError,
+            EndpointConnectionError,
+            ReadTimeoutError,
+            ResponseStreamingError,
+        )
+
+        if isinstance(err, ReadTimeoutError):
+            return TargetError(f"{self.endpoint}: no answer in {self.read_timeout_s:.0f}s (SageMaker ends a "
+                               f"real-time invocation at {SAGEMAKER_INVOKE_LIMIT_S}s): stream it (the default) or "
+                               "ask for fewer --max-tokens")
+        if isinstance(err, ConnectionClosedError | ResponseStreamingError):
+            return TargetError(f"{self.endpoint}: the connection broke midway ({err}): ask again")
+        if isinstance(err, EndpointConnectionError):
+            return TargetError(f"cannot reach SageMaker in {self.region}: {err}")
+        if not isinstance(err, ClientError):
+            return TargetError(f"{self.endpoint}: {err}")
+        error = err.response.get("Error", {})
+        code, message = error.get("Code", ""), error.get("Message", str(err))
+        if code in ("ValidationError", "ValidationException") and (
+                "not found" in message or "Could not find endpoint" in message):
+            return TargetError(f"endpoint {self.endpoint} not found in {self.region}: {message}")
+        if code in ("ValidationError", "ValidationException"):
+            return TargetError(f"{self.endpoint}: SageMaker refused the request: {message}")
+        if code == "ModelError" and "timed out" in message:
+            return TargetError(f"{self.endpoint}: the container did not answer within SageMaker's "
+                               f"{SAGEMAKER_INVOKE_LIMIT_S}s: stream it (the default) or ask for fewer --max-tokens")
+        if code == "ModelError":
+            return TargetError(f"{self.endpoint}: the model container answered with an error: {message} "
+                               f"(its log: gemma4-t4 logs --endpoint {self.endpoint} --region {self.region})")
+        if code == "ModelStreamError":
+            # botocore keeps only the message of a stream's exception event (not its ErrorCode).
+            cut = " (SageMaker's time for one streamed answer ran out: ask for fewer --max-tokens)" \
+                if "allotted time" in message else ""
+            return TargetError(f"{self.endpoint}: the stream broke midway{cut}: {message}; the answer is incomplete")
+        if code == "InternalStreamFailure":
+            return TargetError(f"{self.endpoint}: SageMaker's stream failed midway: {message}; ask again")
+        if code == "ModelNotReadyException":
+            return TargetError(f"{self.endpoint} is not ready for requests yet: {message} "
+                               f"(gemma4-t4 wait --endpoint {self.endpoint} --region {self.region})")
+        if code in ("ThrottlingException", "ServiceUnavailable", "InternalFailure", "InternalDependencyException"):
+            return TargetError(f"{self.endpoint}: SageMaker answered {code}: {message}; not retried (a generation "
+                               "is not idempotent): ask again")
+        if code in ("AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException",
+                    "InvalidSignatureException"):
+            return TargetError(f"{self.endpoint}: AWS refused your credentials ({code}): {message}")
+        return TargetError(f"{self.endpoint}: {code}: {message}")
+
+    def _call(self, fn, **kwargs):
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            return fn(**kwargs)
+        except (BotoCoreError, ClientError) as err:
+            raise self._error(err) from None
+
+    def describe(self) -> dict[str, Any]:
+        described = self._call(self.control.describe_endpoint, EndpointName=self.endpoint)
+        info = {"endpoint_status": described["EndpointStatus"]}
+        if described.get("FailureReason"):
+            info["failure_reason"] = described["FailureReason"]
+        return info
+
+    def health(self) -> bool:
+        return self.describe()["endpoint_status"] == "InService"
+
+    def models(self) -> list[dict[str, Any]]:
+        """The served model as the endpoint's Model defines it (there is no /v1/models behind SageMaker)."""
+        described = self._call(self.control.describe_endpoint, EndpointName=self.endpoint)
+        config = self._call(self.control.describe_endpoint_config, EndpointConfigName=described["EndpointConfigName"])
+        model = self._call(self.control.describe_model, ModelName=config["ProductionVariants"][0]["ModelName"])
+        env = model.get("PrimaryContainer", {}).get("Environment", {})
+        name = env.get("SM_VLLM_SERVED_MODEL_NAME") or env.get("SM_VLLM_MODEL", "")
+        max_len = int(env["SM_VLLM_MAX_MODEL_LEN"]) if "SM_VLLM_MAX_MODEL_LEN" in env else None
+        return [{"id": name, "max_model_len": max_len}]
+
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        response = self._call(self.runtime.invoke_endpoint, EndpointName=self.endpoint,
+                              ContentType="application/json", Accept="application/json",
+                              Body=json.dumps({**body, "stream": False}))
+        return json.loads(response["Body"].read())
+
+    def chat_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        response = self._call(self.runtime.invoke_endpoint_with_response_stream, EndpointName=self.endpoint,
+                              ContentType="application/json",
+                              Body=json.dumps({**body, "stream": True, "stream_options": {"include_usage": True}}))
+
+        def lines() -> Iterator[str]:
+            buffer = b""
+            try:
+                for event in response["Body"]:
+                    buffer += event.get("PayloadPart", {}).get("Bytes", b"")
+                    while b"\n" in buffer:
+                        line, buffer = buffer.split(b"\n", 1)
+                        yield line.decode("utf-8")
+            except (BotoCoreError, ClientError) as err:  # an error event, or the connection, midway
+                raise self._error(err) from None
+
+        yield from sse_events(lines(), require_done=True)
+
+    def metrics(self) -> str | None:
+        return None  # SageMaker exposes no /metrics; CloudWatch has the endpoint's metrics
+
+    def log_lines(self, follow: bool, lines: int = 200) -> Iterator[str]:
+        client = self._session.client("logs")
+        group = f"/aws/sagemaker/Endpoints/{self.endpoint}"
+        start = int((time.time() - 3600) * 1000)
+        while True:
+            try:
+                events = client.filter_log_events(logGroupName=group, startTime=start)["events"]
+            except client.exceptions.ResourceNotFoundException:
+                raise TargetError(f"no log group {group}: the container never started (host image pin?)") from None
+            for event in events[-lines:] if not follow else events:
+                yield event["message"]
+                start = max(start, event["timestamp"] + 1)
+            if not follow:
+                return
+            time.sleep(5)
+
+    def close(self) -> None:
+        pass

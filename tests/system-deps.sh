@@ -1,0 +1,41 @@
+#!/bin/bash
+# The system tools the tests call that PyPI does not package (shellcheck and hadolint come from
+# PyPI into .venv). Each missing one is installed with apt-get when running as root on Debian;
+# otherwise this stops at once with the exact command to run.
+set -euo pipefail
+
+# command -> the Debian package that provides it
+declare -A PACKAGE_OF=(
+  [cloud-init]=cloud-init          # `cloud-init schema` on the rendered user-data
+  [systemd-analyze]=systemd        # `systemd-analyze verify` on the guest's units
+  [mkfs.ext4]=e2fsprogs            # the data-disk script's own tools, run on a loop device
+  [losetup]=mount
+  [wipefs]=util-linux
+  [mkswap]=util-linux
+  [buildah]=buildah                # the SageMaker Dockerfile, built for real on a stand-in base
+  [mmdebstrap]=mmdebstrap          # that base's Debian root filesystem (tests/fixtures/debian-rootfs.sh)
+  # The boot test (tests/test_guest_boot.py): a Debian 13 root filesystem booted under systemd.
+  [systemd-nspawn]=systemd-container
+  [nsenter]=util-linux
+  [ip]=iproute2
+  [openssl]=openssl
+  [dpkg-deb]=dpkg
+)
+
+missing=()
+for tool in "${!PACKAGE_OF[@]}"; do
+  command -v "$tool" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin command -v "$tool" >/dev/null 2>&1 ||
+    missing+=("${PACKAGE_OF[$tool]}")
+done
+[ "${#missing[@]}" -eq 0 ] && exit 0
+mapfile -t packages < <(printf '%s\n' "${missing[@]}" | sort -u)
+
+if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "system-deps: the tests need: ${packages[*]}" >&2
+  echo "system-deps: install them, then run make again:  sudo apt-get install -y ${packages[*]}" >&2
+  exit 1
+fi
+echo "system-deps: installing ${packages[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get -o DPkg::Lock::Timeout=600 update -qq
+apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${packages[@]}" >/dev/null

@@ -1,0 +1,38 @@
+"""What `pip install .` puts into someone's site-packages: the one package gemma4_t4, nothing named
+after the project's directories (`cloudinit` is cloud-init's own module name)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+pytestmark = [pytest.mark.cli, pytest.mark.build]
+
+
+def test_installing_the_project_adds_only_gemma4_t4(tmp_path):
+    env = tmp_path / "venv"
+    venv.create(env, with_pip=True)
+    python = env / "bin" / "python"
+    # --no-deps: what this project installs, not what its dependencies do.
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--no-deps", str(REPO)], check=True,
+                   capture_output=True)
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               check=True, capture_output=True, text=True).stdout.strip())
+    before = {"pip", "_distutils_hack", "setuptools", "pkg_resources", "distutils-precedence.pth"}
+    top_level = {p.name for p in site.iterdir() if not p.name.endswith((".dist-info", "__pycache__"))} - before
+    assert top_level == {"gemma4_t4"}
+    files = {p.relative_to(site / "gemma4_t4").as_posix() for p in (site / "gemma4_t4").rglob("*.py")}
+    assert {"cli/__init__.py", "core/plan.py", "catalog/pins.py", "contract.py"} <= files
+
+
+def test_the_console_script_and_module_agree_on_the_version():
+    script = Path(sys.executable).parent / "gemma4-t4"
+    by_script = subprocess.run([str(script), "--version"], capture_output=True, text=True, check=True).stdout
+    by_module = subprocess.run([sys.executable, "-m", "gemma4_t4", "--version"], capture_output=True, text=True,
+                               check=True).stdout
+    assert by_script == by_module and by_script.startswith("gemma4-t4 0.")

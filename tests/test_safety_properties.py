@@ -1,0 +1,79 @@
+"""The suite guards the project's safety properties: each one, broken on purpose in a copy of the
+project, makes the graph tests fail. A property a mutation can remove without a red test is a
+property nothing checks.
+
+Each case copies the project, applies one edit to the source, and runs the components' fast tests
+in the copy (pytest's `pythonpath = .` puts the copy's modules first); the run must fail, and the
+unedited copy must pass (so a failure is the mutation's doing, not the copy's).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+pytestmark = [pytest.mark.components, pytest.mark.build]
+
+# (what is guarded, file, the source as it is, the source broken)
+MUTATIONS = [
+    ("the data disk outlives the VM", "components/gce.py",
+     "retain_on_delete=args.retain_data_disk", "retain_on_delete=False"),
+    ("GPU VMs terminate on host maintenance", "components/gce.py",
+     "on_host_maintenance=args.on_host_maintenance", 'on_host_maintenance="MIGRATE"'),
+    ("only IAP may reach SSH", "components/gce.py",
+     "source_ranges=[IAP_SSH_SOURCE_RANGE]", 'source_ranges=["0.0.0.0/0"]'),
+    ("vLLM listens on loopback", "components/serving.py",
+     '"--host", self.host', '"--host", "0.0.0.0"'),
+    ("the endpoint is pinned to the driver-580 host image", "components/sagemaker.py",
+     "inference_ami_version=args.inference_ami_version", "inference_ami_version=None"),
+    ("the build context bucket is private", "components/image_build.py",
+     "block_public_acls=True", "block_public_acls=False"),
+    ("the execution role may only pull its own image", "components/sagemaker.py",
+     '"ecr:BatchGetImage"],\n                 "Resource": image.repository_arn', '"ecr:*"],\n                 "Resource": "*"'),
+    ("the TTL role may only delete its endpoint", "components/sagemaker.py",
+     '"sagemaker:DeleteEndpoint", "Resource": endpoint.arn', '"sagemaker:*", "Resource": "*"'),
+]
+GRAPH_TESTS = ["tests/test_gce_stack.py", "tests/test_sagemaker_stack.py", "tests/test_cost_guard.py",
+               "tests/test_sagemaker_ttl.py"]
+
+
+@pytest.fixture(scope="module")
+def project_copy(tmp_path_factory) -> Path:
+    copy = tmp_path_factory.mktemp("mutant") / "project"
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    for name in filter(None, files.decode().split("\0")):
+        if (REPO / name).is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, copy / name)
+    return copy
+
+
+def _graph_tests(project: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist",
+                           "-m", "not (wheels or server or build or image or index or boot)", *GRAPH_TESTS],
+                          cwd=project, capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+
+
+def test_the_unedited_copy_passes(project_copy):
+    result = _graph_tests(project_copy)
+    assert result.returncode == 0, result.stdout[-3000:]
+
+
+@pytest.mark.parametrize("guarded,path,source,broken", MUTATIONS, ids=[m[0] for m in MUTATIONS])
+def test_breaking_a_safety_property_fails_a_test(project_copy, guarded, path, source, broken):
+    target = project_copy / path
+    original = target.read_text()
+    assert original.count(source) == 1, f"{path} no longer reads {source!r}: update this mutation"
+    target.write_text(original.replace(source, broken))
+    try:
+        result = _graph_tests(project_copy)
+    finally:
+        target.write_text(original)
+    assert result.returncode != 0, f"nothing failed with {guarded!r} broken:\n{result.stdout[-2000:]}"
+    assert "failed" in result.stdout.splitlines()[-1], result.stdout[-2000:]
