@@ -1,30 +1,53 @@
 #!/bin/bash
-# GCE startup-script. The official Debian images ship no cloud-init, so GCE's user-data
-# would be ignored: on first boot this installs Debian's cloud-init and runs its stages once,
-# which reads the same user-data from the metadata server. From then on cloud-init's own
-# units run at boot, and this script only confirms that.
-set -euo pipefail
+# GCE startup-script: Google's guest agent runs it on every boot. The official Debian images
+# ship no cloud-init, so GCE's user-data would be ignored: on an instance's first boot this
+# installs Debian's cloud-init and runs its four stages once; they read the same user-data from
+# the metadata server, write the gemma4-t4 scripts and units and enable them. Those units run on
+# every later boot; cloud-init's own boot units stay disabled, so its stages never run twice at
+# once (its local stage deletes boot-finished at every boot, so that file cannot tell "done").
+set -uo pipefail
 log() { echo "gemma4-t4 bootstrap: $*"; }
+done_marker=/var/lib/gemma4-t4/cloud-init-done
 
-if [ -f /var/lib/cloud/instance/boot-finished ]; then
-  log "cloud-init has run for this instance"
+if [ -f "$done_marker" ]; then
+  log "cloud-init ran on this instance's first boot ($(cat "$done_marker")); the gemma4-t4 units run every boot"
   exit 0
-fi
-
-if ! command -v cloud-init >/dev/null 2>&1; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update
-  apt-get install -y cloud-init
 fi
 
 mkdir -p /etc/cloud/cloud.cfg.d
 cat >/etc/cloud/cloud.cfg.d/90-gemma4-t4.cfg <<'CFG'
-# Written by the gemma4-t4 bootstrap: read user-data from GCE's metadata server only.
+# Written by the gemma4-t4 bootstrap: user-data from GCE's metadata server only; no network
+# config (the image configures its own NIC; cloud-init's fallback config would replace it); no
+# users (GCE's guest agent manages logins; provision.sh creates the service user).
 datasource_list: [GCE, None]
+network: {config: disabled}
+users: []
 CFG
+# Before the package is installed: its generator then never enables cloud-init's boot units.
+touch /etc/cloud/cloud-init.disabled
 
-log "running cloud-init for this instance"
-cloud-init init --local
-cloud-init init
-cloud-init modules --mode=config
-cloud-init modules --mode=final
+if ! command -v cloud-init >/dev/null 2>&1; then
+  log "installing cloud-init"
+  if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y cloud-init; }; then
+    log "FAILED to install cloud-init: the VM cannot reach the Debian archive. Fix the VM's egress, then" \
+      "reboot it (this script runs again at every boot)"
+    exit 1
+  fi
+fi
+
+# Every stage runs even when an earlier one reports a module error, so one bad module does not
+# silently skip the final stage (the one that enables and starts the service).
+failed=()
+for stage in "init --local" "init" "modules --mode=config" "modules --mode=final"; do
+  log "cloud-init $stage"
+  # shellcheck disable=SC2086 # the stage is two words on purpose
+  cloud-init $stage || failed+=("$stage")
+done
+if [ "${#failed[@]}" -gt 0 ]; then
+  log "FAILED: cloud-init reported errors in: ${failed[*]}. See 'cloud-init status --long' and" \
+    "/var/log/cloud-init.log; the next boot runs the stages again"
+  exit 1
+fi
+mkdir -p "$(dirname "$done_marker")"
+date -u +%FT%TZ >"$done_marker"
+log "cloud-init done for this instance"

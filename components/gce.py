@@ -1,4 +1,5 @@
-"""GCE: one n1-standard-2 with one Tesla T4 serving Gemma 4 through vLLM.
+"""GCE: one n1-standard-2 with one Tesla T4 serving Gemma 4 through vLLM (or, with
+tensorParallelSize 2 or 4, an n1-standard-4 or -8 with that many T4s and vLLM split over them).
 
 Resources (all children of the component): a private VPC with one subnet, a firewall rule that
 admits SSH from Google's IAP range only (nothing opens the vLLM port), a pd-balanced data disk
@@ -8,21 +9,23 @@ that outlives the VM, and the VM itself, whose guest is set up by cloud-config (
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import re
+from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
-from cloudinit.render import GuestSettings, bootstrap_script, render_user_data
 from gemma4_t4 import catalog
+from gemma4_t4.errors import ConfigError
 
-from .errors import ConfigError
-from .serving import ServingConfig
+from .base import T4ServingComponent
+from .config import GceT4ServerArgs, set_cmd
+from .guest import GuestSettings, bootstrap_script, render_user_data
+from .serving import ServingPlan, check_serving
 
 IAP_SSH_SOURCE_RANGE = "35.235.240.0/20"  # Google's IAP TCP-forwarding range
 DATA_DISK_DEVICE_NAME = "gemma4-data"
 SUBNET_CIDR = "10.80.0.0/24"
-MIN_BOOT_DISK_GB = 32
 # Data disk beyond the checkpoint and swap: the vLLM venv, pip's cache, the compile cache.
 # Seed 000: 62 GB used on /opt1 with two checkpoints (18.5 GB) and the 16 GB swapfile.
 DATA_DISK_FIXED_GB = 30
@@ -30,161 +33,149 @@ DATA_DISK_FIXED_GB = 30
 # was OOM-killed at a 7.25 of 7.8 GB host peak staging 8.02 GiB of weights).
 STAGING_RAM_OVERHEAD_GIB = 4.0
 UNKNOWN_MODEL_STAGING_RAM_GIB = 16.0
-MIN_IDLE_STOP_MINUTES = 5
+# GCE resource names: a lowercase letter, then lowercase letters, digits and dashes, at most 63.
+GCE_NAME_MAX = 63
 
 
-@dataclass(frozen=True)
-class GceT4Settings:
-    zone: str
-    machine_type: str
-    gpu_type: str
-    gpu_count: int
-    on_host_maintenance: str
-    boot_disk_size_gb: int
-    boot_disk_type: str
-    data_disk_size_gb: int
-    data_disk_type: str
-    retain_data_disk: bool
-    swap_size_gb: int
-    allow_non_t4_gpu: bool = False
-    # Cost guard, both off by default: a run-time limit after which GCE stops (or deletes) the VM,
-    # and an idle stop after that many minutes without a served request.
-    max_run_hours: int = 0
-    spot: bool = False
-    termination_action: str = ""
-    idle_stop_minutes: int = 0
-    image: str = catalog.PINS["gce.image"]
+def stack_resource_name(project: str, stack: str, suffix: str) -> str:
+    """A fixed GCE name for one of the stack's resources: the same on every `pulumi up` of the
+    stack, so the retained data disk is found again after a `pulumi destroy`."""
+    base = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", f"{project}-{stack}".lower())).strip("-")
+    if not base[:1].isalpha():
+        base = f"g-{base}"
+    return f"{base[:GCE_NAME_MAX - len(suffix) - 1].rstrip('-')}-{suffix}"
 
-    @property
-    def region(self) -> str:
-        return self.zone.rsplit("-", 1)[0]
 
-    def gpu(self) -> catalog.Gpu | None:
-        return catalog.GCE_ACCELERATORS.get(self.gpu_type)
-
-    def validate(self, serving: ServingConfig) -> None:
-        if self.gpu_type not in catalog.GCE_ACCELERATORS and not self.allow_non_t4_gpu:
-            raise ConfigError("gpuType", f"{self.gpu_type!r} is not a Tesla T4, the GPU this project is built and "
-                              "priced for", "pulumi config set gemma4-t4:gpuType nvidia-tesla-t4, or opt in with "
-                              "pulumi config set gemma4-t4:allowNonT4Gpu true")
-        if self.gpu_count != 1:
-            raise ConfigError("gpuCount", f"must be 1 (vLLM serves on one GPU here), got {self.gpu_count}",
-                              "pulumi config set gemma4-t4:gpuCount 1")
-        if self.on_host_maintenance != "TERMINATE":
-            raise ConfigError("onHostMaintenance", f"{self.on_host_maintenance!r} is refused by GCE for a VM with a "
-                              "GPU (\"Instances with guest accelerators do not support live migration\")",
-                              "pulumi config set gemma4-t4:onHostMaintenance TERMINATE")
-        if self.boot_disk_size_gb < MIN_BOOT_DISK_GB:
-            raise ConfigError("bootDiskSizeGb", f"{self.boot_disk_size_gb} GB is under the {MIN_BOOT_DISK_GB} GB "
-                              "the driver, headers and apt cache need", f"pulumi config set gemma4-t4:bootDiskSizeGb "
-                              f"{MIN_BOOT_DISK_GB}")
-        if self.swap_size_gb < 0:
-            raise ConfigError("swapSizeGb", f"must be 0 or more, got {self.swap_size_gb}",
-                              "pulumi config set gemma4-t4:swapSizeGb 16")
-        needed = self.data_disk_needed_gb(serving.model)
-        if self.data_disk_size_gb < needed:
-            raise ConfigError("dataDiskSizeGb", f"{self.data_disk_size_gb} GB cannot hold the model cache: "
-                              f"{serving.model} + {self.swap_size_gb} GB swap + {DATA_DISK_FIXED_GB} GB for the vLLM "
-                              f"venv and caches needs {needed} GB", f"pulumi config set gemma4-t4:dataDiskSizeGb {needed}")
-        self._validate_swap(serving.model)
-        self._validate_cost_guard()
-
-    def _validate_cost_guard(self) -> None:
-        if self.max_run_hours < 0:
-            raise ConfigError("maxRunHours", f"must be 0 (off) or more, got {self.max_run_hours}",
-                              "pulumi config set gemma4-t4:maxRunHours 8")
-        if self.termination_action not in ("", "STOP", "DELETE"):
-            raise ConfigError("terminationAction", f"{self.termination_action!r} is not STOP or DELETE",
-                              "pulumi config set gemma4-t4:terminationAction STOP")
-        if self.spot and self.max_run_hours and not self.termination_action:
-            raise ConfigError("terminationAction", "a SPOT VM with maxRunHours needs an explicit termination action",
-                              "pulumi config set gemma4-t4:terminationAction STOP (the data disk stays either way)")
-        if 0 < self.idle_stop_minutes < MIN_IDLE_STOP_MINUTES:
-            raise ConfigError("idleStopMinutes", f"{self.idle_stop_minutes} min would stop a VM between two requests",
-                              f"pulumi config set gemma4-t4:idleStopMinutes {MIN_IDLE_STOP_MINUTES} (or 0 for off)")
-        if self.idle_stop_minutes < 0:
-            raise ConfigError("idleStopMinutes", "must be 0 (off) or more",
-                              "pulumi config set gemma4-t4:idleStopMinutes 0")
-
-    def scheduling(self) -> gcp.compute.InstanceSchedulingArgs:
-        termination = self.termination_action or ("STOP" if self.max_run_hours or self.spot else None)
-        return gcp.compute.InstanceSchedulingArgs(
-            on_host_maintenance=self.on_host_maintenance,
-            automatic_restart=not self.spot,
-            preemptible=self.spot,
-            provisioning_model="SPOT" if self.spot else "STANDARD",
-            instance_termination_action=termination,
-            max_run_duration=gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=self.max_run_hours * 3600)
-            if self.max_run_hours else None,
-        )
-
-    def data_disk_needed_gb(self, model_id: str) -> int:
-        model = catalog.MODELS.get(model_id)
-        checkpoint_gb = math.ceil(model.disk_bytes / 1e9) if model else 0
-        return checkpoint_gb + self.swap_size_gb + DATA_DISK_FIXED_GB
-
-    def _validate_swap(self, model_id: str) -> None:
-        if self.swap_size_gb > 0:
-            return
-        ram = catalog.GCE_MACHINE_RAM_BYTES.get(self.machine_type)
-        if ram is None:
-            return
-        model = catalog.MODELS.get(model_id)
-        need_gib = model.weights_gib_loaded + STAGING_RAM_OVERHEAD_GIB if model else UNKNOWN_MODEL_STAGING_RAM_GIB
-        if ram / catalog.GIB < need_gib:
-            raise ConfigError("swapSizeGb", f"0 (no swap) on {self.machine_type} with {ram / catalog.GIB:.1f} GiB RAM: "
-                              f"staging {model_id} needs about {need_gib:.1f} GiB, and the kernel kills vLLM without a "
-                              "traceback", "pulumi config set gemma4-t4:swapSizeGb 16")
-
-    def cost_per_hour_usd(self) -> float | None:
-        """While running: machine, GPU, address and both disks; None if the catalog lacks a price."""
-        prices = catalog.GCE_PRICES
-        keys = [f"machine:{self.machine_type}", f"gpu:{self.gpu_type}", "ip:external-in-use",
-                f"disk:{self.boot_disk_type}:gb-month", f"disk:{self.data_disk_type}:gb-month"]
-        if any(key not in prices for key in keys):
+def find_disk(name: str, zone: str) -> dict[str, Any] | None:
+    """The disk NAME in ZONE as the provider reads it, or None if GCE has none (a 404)."""
+    try:
+        found = gcp.compute.get_disk(name=name, zone=zone)
+    except Exception as error:
+        if "Error 404" in str(error) or "notFound" in str(error):
             return None
-        monthly_disks = self.boot_disk_size_gb * prices[keys[3]].usd_per_hour + self.data_disk_monthly_usd()
-        hourly = (prices[keys[0]].usd_per_hour + prices[keys[1]].usd_per_hour * self.gpu_count
-                  + prices[keys[2]].usd_per_hour + monthly_disks / catalog.HOURS_PER_MONTH)
-        return round(hourly, 4)
-
-    def data_disk_monthly_usd(self) -> float | None:
-        price = catalog.GCE_PRICES.get(f"disk:{self.data_disk_type}:gb-month")
-        return None if price is None else round(self.data_disk_size_gb * price.usd_per_hour, 2)
+        raise
+    return {"id": found.id, "size": found.size, "type": found.type, "users": list(found.users or [])}
 
 
-@dataclass
-class GceT4ServerArgs:
-    serving: ServingConfig
-    settings: GceT4Settings
-    labels: dict[str, str] = field(default_factory=dict)
+def adoptable_disk(name: str, zone: str, instance_name: str, size_gb: int, disk_type: str) -> str | None:
+    """The id of the stack's retained data disk when it exists (a `pulumi up` after `pulumi destroy`
+    adopts it, with its checkpoints, venv and caches), None when there is none to adopt. A disk that
+    another VM uses, or that this config would shrink or change type (both replace a disk), is refused."""
+    disk = find_disk(name, zone)
+    if disk is None:
+        return None
+    others = [user for user in disk["users"] if not user.endswith(f"/zones/{zone}/instances/{instance_name}")]
+    if others:
+        raise ConfigError("retainDataDisk", f"the data disk {name} in {zone} is attached to another VM "
+                          f"({', '.join(u.rsplit('/', 1)[-1] for u in others)}); it is never taken from it",
+                          f"detach it (gcloud compute instances detach-disk VM --disk {name} --zone {zone}) or "
+                          "deploy this stack under another stack name")
+    if disk["size"] > size_gb:
+        raise ConfigError("dataDiskSizeGb", f"the retained data disk {name} is {disk['size']} GB: a disk cannot "
+                          f"shrink to {size_gb} GB, and replacing it would drop its data",
+                          f"pulumi config set gemma4-t4:dataDiskSizeGb {disk['size']}")
+    if disk["type"].rsplit("/", 1)[-1] != disk_type:
+        kind = disk["type"].rsplit("/", 1)[-1]
+        raise ConfigError("dataDiskType", f"the retained data disk {name} is {kind}: changing the type replaces "
+                          "the disk and drops its data", f"pulumi config set gemma4-t4:dataDiskType {kind}")
+    return disk["id"]
 
 
-class GceT4Server(pulumi.ComponentResource):
-    instance_name: pulumi.Output[str]
-    zone: pulumi.Output[str]
+def check_host(args: GceT4ServerArgs, plan: ServingPlan) -> None:
+    """What the VM must hold for this model: the data disk, and RAM (or swap) to stage the weights."""
+    checkpoint_gb = math.ceil(plan.facts.checkpoint_bytes / 1e9) if plan.facts else 0
+    needed = checkpoint_gb + args.swap_size_gb + DATA_DISK_FIXED_GB
+    if args.data_disk_size_gb < needed:
+        raise ConfigError("dataDiskSizeGb", f"{args.data_disk_size_gb} GB cannot hold the model cache: "
+                          f"{plan.serving.model} ({checkpoint_gb} GB) + {args.swap_size_gb} GB swap + "
+                          f"{DATA_DISK_FIXED_GB} GB for the vLLM venv and caches needs {needed} GB",
+                          set_cmd("dataDiskSizeGb", needed))
+    if args.swap_size_gb > 0:
+        return
+    shape = catalog.N1_SHAPES[args.machine_type]
+    ram = catalog.GCE_MACHINE_RAM_BYTES.get(args.machine_type, int(shape.memory_gib * catalog.GIB))
+    weights_gib = plan.facts.weights_bytes(args.dtype) / catalog.GIB if plan.facts else None
+    need_gib = weights_gib + STAGING_RAM_OVERHEAD_GIB if weights_gib else UNKNOWN_MODEL_STAGING_RAM_GIB
+    if ram / catalog.GIB < need_gib:
+        raise ConfigError("swapSizeGb", f"0 (no swap) on {args.machine_type} with {ram / catalog.GIB:.1f} GiB RAM: "
+                          f"staging {plan.serving.model} needs about {need_gib:.1f} GiB, and the kernel kills vLLM "
+                          "without a traceback", set_cmd("swapSizeGb", 16))
+
+
+def _log_shape(args: GceT4ServerArgs, resource: pulumi.Resource) -> None:
+    vcpus = catalog.N1_SHAPES[args.machine_type].vcpus
+    if args.gpu_count > 1 and vcpus < catalog.VCPUS_PER_T4 * args.gpu_count:
+        pulumi.log.warn(f"{args.machine_type} has {vcpus} vCPUs for {args.gpu_count} T4s: each vLLM rank is a process "
+                        f"of its own, beside the API server and the engine core; the project gives each T4 "
+                        f"{catalog.VCPUS_PER_T4} ({catalog.n1_standard_for(args.gpu_count)})", resource=resource)
+    elif args.gpu_count > 1:
+        pulumi.log.info(f"tensorParallelSize {args.tensor_parallel_size}: {args.gpu_count} T4s on {args.machine_type}",
+                        resource=resource)
+
+
+def scheduling(args: GceT4ServerArgs) -> gcp.compute.InstanceSchedulingArgs:
+    termination = args.termination_action or ("STOP" if args.max_run_hours or args.spot else None)
+    return gcp.compute.InstanceSchedulingArgs(
+        on_host_maintenance=args.on_host_maintenance,
+        automatic_restart=not args.spot,
+        preemptible=args.spot,
+        provisioning_model="SPOT" if args.spot else "STANDARD",
+        instance_termination_action=termination,
+        max_run_duration=gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=args.max_run_hours * 3600)
+        if args.max_run_hours else None,
+    )
+
+
+def cost_per_hour_usd(args: GceT4ServerArgs) -> float | None:
+    """While running: machine, GPU, address and both disks, at the region's list prices; None if the
+    catalog lacks one of them."""
+    prices = catalog.GCE_PRICES.get(args.region, {})
+    keys = [f"machine:{args.machine_type}", f"gpu:{args.gpu_type}", "ip:external-in-use",
+            f"disk:{args.boot_disk_type}:gb-month", f"disk:{args.data_disk_type}:gb-month"]
+    if any(key not in prices for key in keys):
+        return None
+    monthly_disks = (args.boot_disk_size_gb * prices[keys[3]].usd_per_hour
+                     + args.data_disk_size_gb * prices[keys[4]].usd_per_hour)
+    hourly = (prices[keys[0]].usd_per_hour + prices[keys[1]].usd_per_hour * args.gpu_count
+              + prices[keys[2]].usd_per_hour + monthly_disks / catalog.HOURS_PER_MONTH)
+    return round(hourly, 4)
+
+
+def data_disk_monthly_usd(args: GceT4ServerArgs) -> float | None:
+    price = catalog.GCE_PRICES.get(args.region, {}).get(f"disk:{args.data_disk_type}:gb-month")
+    return None if price is None else round(args.data_disk_size_gb * price.usd_per_hour, 2)
+
+
+class GceT4Server(T4ServingComponent):
     data_disk_name: pulumi.Output[str]
-    ssh_tunnel_command: pulumi.Output[str]
-    cost_per_hour_usd: float | None
-    data_disk_monthly_usd: float | None
+    memory_plan: dict | None  # components.memory.MemoryPlan.as_output(); None when unsized
 
     def __init__(self, name: str, args: GceT4ServerArgs, opts: pulumi.ResourceOptions | None = None):
-        # Validate before registering anything: a refused config creates no resource.
-        settings, serving = args.settings, args.serving
-        settings.validate(serving)
-        serving.validate(settings.gpu())
+        # Everything a refusal needs is checked before anything is registered: a refused config
+        # creates no resource.
+        plan = check_serving(args, catalog.GCE_ACCELERATORS.get(args.gpu_type), args.host, args.port)
+        check_host(args, plan)
+        serving = plan.serving
         user_data = render_user_data(serving.vllm_args(), GuestSettings(
-            DATA_DISK_DEVICE_NAME, settings.swap_size_gb, idle_stop_minutes=settings.idle_stop_minutes,
+            DATA_DISK_DEVICE_NAME, args.swap_size_gb, idle_stop_minutes=args.idle_stop_minutes,
             port=serving.port))
+        # Fixed names from the stack: the next `pulumi up` after a destroy finds the retained disk
+        # under its name and adopts it (an import; in the stack already, the engine just updates it).
+        vm_name = stack_resource_name(pulumi.get_project(), pulumi.get_stack(), "vm")
+        disk_name = stack_resource_name(pulumi.get_project(), pulumi.get_stack(), "data")
+        existing = adoptable_disk(disk_name, args.zone, vm_name, args.data_disk_size_gb, args.data_disk_type)
 
         super().__init__("gemma4-t4:gce:T4Server", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         labels = {"app": "gemma4-t4", **args.labels}
+        if plan.memory is not None:
+            pulumi.log.info(f"memory plan: {plan.memory.summary()}", resource=self)
+        _log_shape(args, self)
         network_tag = f"{name}-iap-ssh"
 
         network = gcp.compute.Network(f"{name}-net", auto_create_subnetworks=False,
                                       description="gemma4-t4: private network, no ingress but IAP SSH", opts=child)
-        subnet = gcp.compute.Subnetwork(f"{name}-subnet", network=network.id, region=settings.region,
+        subnet = gcp.compute.Subnetwork(f"{name}-subnet", network=network.id, region=args.region,
                                         ip_cidr_range=SUBNET_CIDR, private_ip_google_access=True, opts=child)
         gcp.compute.Firewall(
             f"{name}-allow-iap-ssh",
@@ -196,27 +187,32 @@ class GceT4Server(pulumi.ComponentResource):
             description="SSH through Identity-Aware Proxy only; the vLLM port stays on loopback",
             opts=child,
         )
+        if existing:
+            pulumi.log.info(f"adopting the retained data disk {disk_name} ({existing})", resource=self)
         data_disk = gcp.compute.Disk(
             f"{name}-data",
-            zone=settings.zone,
-            type=settings.data_disk_type,
-            size=settings.data_disk_size_gb,
+            name=disk_name,
+            zone=args.zone,
+            type=args.data_disk_type,
+            size=args.data_disk_size_gb,
             labels=labels,
             # The checkpoints, the vLLM venv and the compile cache outlive the VM: `pulumi destroy`
             # leaves this disk (and its storage bill) for the next VM unless retainDataDisk is false.
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=settings.retain_data_disk),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.retain_data_disk, import_=existing),
         )
         instance = gcp.compute.Instance(
             name,
-            zone=settings.zone,
-            machine_type=settings.machine_type,
+            name=vm_name,
+            zone=args.zone,
+            machine_type=args.machine_type,
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 auto_delete=True,
                 initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=settings.image, size=settings.boot_disk_size_gb, type=settings.boot_disk_type),
+                    image=catalog.PINS["gce.image"], size=args.boot_disk_size_gb, type=args.boot_disk_type),
             ),
-            guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=settings.gpu_type, count=settings.gpu_count)],
-            scheduling=settings.scheduling(),
+            guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=args.gpu_type,
+                                                                         count=args.gpu_count)],
+            scheduling=scheduling(args),
             attached_disks=[gcp.compute.InstanceAttachedDiskArgs(source=data_disk.self_link,
                                                                  device_name=DATA_DISK_DEVICE_NAME)],
             network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
@@ -241,21 +237,24 @@ class GceT4Server(pulumi.ComponentResource):
             ),
         )
 
-        self.instance_name = instance.name
-        self.zone = instance.zone
         self.data_disk_name = data_disk.name
-        self.ssh_tunnel_command = pulumi.Output.concat(
-            "gcloud compute ssh ", instance.name, " --zone ", instance.zone,
-            f" --tunnel-through-iap -- -N -L {serving.port}:127.0.0.1:{serving.port}")
-        self.cost_per_hour_usd = settings.cost_per_hour_usd()
-        if self.cost_per_hour_usd is None:
-            pulumi.log.warn(f"no catalog price for {settings.machine_type} + {settings.gpu_type}: cost not estimated",
-                            resource=self)
-        self.data_disk_monthly_usd = settings.data_disk_monthly_usd()
-        self.register_outputs({
-            "instance_name": self.instance_name,
-            "zone": self.zone,
-            "data_disk_name": self.data_disk_name,
-            "ssh_tunnel_command": self.ssh_tunnel_command,
-            "cost_per_hour_usd": self.cost_per_hour_usd,
-        })
+        cost = cost_per_hour_usd(args)
+        if cost is None:
+            pulumi.log.warn(f"no catalog price for {args.machine_type} + {args.gpu_type} in {args.region}: "
+                            "cost not estimated", resource=self)
+        self.memory_plan = plan.memory.as_output() if plan.memory else None
+        forward = f"{serving.port}:127.0.0.1:{serving.port}"
+        self._register_contract(
+            extra={"data_disk_name": self.data_disk_name, "memory_plan": self.memory_plan},
+            cloud="gce",
+            port=serving.port,
+            served_model_name=serving.served_model_name,
+            target={"instance": instance.name, "zone": instance.zone, "project": instance.project},
+            # -f: ssh goes to the background once the forward is up, so the shell comes back.
+            connect_command=pulumi.Output.concat(
+                "gcloud compute ssh ", instance.name, " --project ", instance.project, " --zone ", instance.zone,
+                f" --tunnel-through-iap -- -f -N -L {forward}"),
+            cost_per_hour_usd=cost,
+            billing_after_destroy_usd_per_month=(data_disk_monthly_usd(args) or 0.0)
+            if args.retain_data_disk else 0.0,
+        )

@@ -4,7 +4,6 @@ here where a machine allows (a loop device for the data disk; swap files and fst
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import uuid as uuidlib
@@ -14,7 +13,9 @@ import pytest
 import yaml
 from conftest import REPO, require_tool, run
 
-from cloudinit import render
+from components import guest as render
+
+pytestmark = pytest.mark.guest
 
 SCRIPTS = sorted((REPO / "cloudinit").rglob("*.sh")) + sorted((REPO / "turing").rglob("*.sh"))
 UNITS = render.guest_units()
@@ -40,13 +41,43 @@ def test_units_pass_systemd_analyze_verify(tmp_path):
     assert result.returncode == 0 and not result.stderr.strip(), result.stderr
 
 
+def _unit_lines(name: str) -> list[str]:
+    return (REPO / "cloudinit" / "units" / name).read_text().splitlines()
+
+
 def test_units_ship_what_the_issue_requires():
-    vllm = (REPO / "cloudinit" / "units" / "gemma4-vllm.service").read_text()
-    for line in ("Restart=on-failure", "User=vllm", f"RequiresMountsFor={render.DATA_MOUNT}",
+    vllm = _unit_lines("gemma4-vllm.service")
+    for line in ("Restart=on-failure", "User=vllm", "NoNewPrivileges=yes",
                  "After=gemma4-t4-provision.service network-online.target",
                  "ExecStartPre=/usr/local/lib/gemma4-t4/preflight.sh"):
-        assert line in vllm.splitlines()
+        assert line in vllm
     assert f"ExecStart={render.DATA_MOUNT}/vllm/venv/bin/python -m vllm.entrypoints.openai.api_server $VLLM_ARGS" in vllm
+
+
+def test_a_failed_provisioning_leaves_vllm_to_its_preflight_not_a_dependency_failure():
+    """Requires= would fail vLLM's start with only "Dependency failed", which Restart= never retries."""
+    vllm = _unit_lines("gemma4-vllm.service")
+    assert not [line for line in vllm if line.startswith(("Requires", "BindsTo", "Requisite"))]
+    assert "Wants=gemma4-t4-provision.service network-online.target" in vllm
+    provision = _unit_lines("gemma4-t4-provision.service")
+    assert "Restart=on-failure" in provision and "StartLimitIntervalSec=0" in provision
+
+
+def test_nvidia_uvm_is_loaded_with_root_privileges_before_the_unprivileged_service():
+    """NoNewPrivileges= voids the setuid nvidia-modprobe CUDA calls: "+" runs this one step as root."""
+    vllm = _unit_lines("gemma4-vllm.service")
+    first_pre = next(line for line in vllm if line.startswith("ExecStartPre="))
+    assert first_pre == "ExecStartPre=+/usr/local/lib/gemma4-t4/nvidia-uvm.sh"
+    assert "nvidia-modprobe -u -c=0" in (REPO / "cloudinit" / "scripts" / "nvidia-uvm.sh").read_text()
+
+
+def test_the_boot_tests_setting_is_read_only_from_a_file_the_plan_never_writes():
+    text = render.render_user_data(["--model", "m"], render.GuestSettings("gemma4-data", 16, idle_stop_minutes=10))
+    files = yaml.safe_load(text)["write_files"]
+    assert render.TEST_ENV not in {f["path"] for f in files}
+    env_files = [f["content"] for f in files if f["path"].endswith(".env")]
+    assert env_files and not any("GEMMA4_T4_ALLOW_CPU_STANDIN" in content for content in env_files)
+    assert f"EnvironmentFile=-{render.TEST_ENV}" in _unit_lines("gemma4-vllm.service")
 
 
 def test_preflight_refuses_unclamped_or_unfit():
@@ -188,9 +219,20 @@ def test_swap_size_zero_does_nothing(tmp_path):
     assert not (tmp_path / "swapfile").exists() and not (tmp_path / "fstab").exists()
 
 
-def test_bootstrap_installs_cloud_init_only_when_missing_and_runs_it_once():
-    text = (REPO / "cloudinit" / "bootstrap.sh").read_text()
-    assert "/var/lib/cloud/instance/boot-finished" in text
-    assert "command -v cloud-init" in text
-    assert "datasource_list: [GCE, None]" in text
-    assert shutil.which("bash")
+
+
+def test_preflight_refuses_fewer_gpus_than_tensor_parallel_ranks(tmp_path):
+    """A VM that comes back with fewer GPUs than --tensor-parallel-size gets the reason from the
+    preflight, not a failure deep inside vLLM's start."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'Tesla T4, 7.5'\n")
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    script = REPO / "cloudinit" / "scripts" / "preflight.sh"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VENV": str(tmp_path / "venv"),
+           "SWAP_SIZE_GB": "0", "DATA_MOUNT": "/"}
+    two = run(["bash", str(script)], env={**env, "VLLM_ARGS": "--model m --tensor-parallel-size 2"})
+    assert two.returncode == 1
+    assert "--tensor-parallel-size 2 but nvidia-smi lists 1 GPU(s)" in two.stderr
+    one = run(["bash", str(script)], env={**env, "VLLM_ARGS": "--model m --tensor-parallel-size 1"})
+    assert "GPU(s)" not in one.stderr and "GPU: Tesla T4, 7.5" in one.stdout

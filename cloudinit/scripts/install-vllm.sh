@@ -1,34 +1,45 @@
 #!/bin/bash
-# vLLM in its own virtualenv on the data disk, then the Turing clamp into the same venv.
+# vLLM in its own virtualenv on the data disk, exactly as locked (cloudinit/locks/: every package
+# pinned with its hash, wheels only), then the Turing clamp into the same venv.
 # /tmp is a 3.9 GB filesystem on the GCE image: pip unpacks and caches on the data disk.
-# Safe to run on every boot: an installed pinned vLLM is kept, the clamp is re-installed
-# (cheap) so it always matches the shipped source, and the sm_75 gate runs each time.
+# Safe to run on every boot, and offline once done: a venv that matches the lock and a clamp
+# that matches the shipped source are left alone, so a reboot needs no package index.
 set -euo pipefail
 
-: "${VENV:?}" "${PYTHON:?}" "${VLLM_VERSION:?}" "${TORCH_INDEX_URL:?}" "${CLAMP_SRC:?}" "${DATA_MOUNT:?}"
+: "${VENV:?}" "${PYTHON:?}" "${VLLM_LOCK:?}" "${CLAMP_SRC:?}" "${DATA_MOUNT:?}"
 log() { echo "install-vllm: $*"; }
-die() { echo "install-vllm: $*" >&2; exit 1; }
 
 export TMPDIR="$DATA_MOUNT/tmp" PIP_CACHE_DIR="$DATA_MOUNT/pipcache"
 mkdir -p "$TMPDIR" "$PIP_CACHE_DIR"
+pip=("$VENV/bin/python" -m pip --disable-pip-version-check)
 
-installed=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("vllm"))' 2>/dev/null || true)
-if [ "$installed" = "$VLLM_VERSION" ]; then
-  log "vllm $installed already installed in $VENV"
+lock_stamp=$VENV/.gemma4-t4-lock.sha256
+want=$(sha256sum "$VLLM_LOCK" | cut -d' ' -f1)
+if [ "$(cat "$lock_stamp" 2>/dev/null || true)" = "$want" ]; then
+  log "$VENV matches $VLLM_LOCK"
 else
   [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-  # Never --no-deps: torch then fails on libcudnn.so.9 (seed 000).
-  "$VENV/bin/pip" install --upgrade-strategy eager --extra-index-url "$TORCH_INDEX_URL" "vllm==$VLLM_VERSION"
-  log "installed vllm $VLLM_VERSION (was: ${installed:-none})"
+  # The lock is complete (--no-deps) and hashed (pip refuses any other file); never a source build.
+  "${pip[@]}" install --require-hashes --no-deps --only-binary :all: -r "$VLLM_LOCK"
+  echo "$want" >"$lock_stamp"
+  log "installed $VLLM_LOCK into $VENV"
 fi
 
-"$VENV/bin/pip" install --quiet --force-reinstall --no-deps "$CLAMP_SRC"
-log "installed the Turing clamp from $CLAMP_SRC"
+# The clamp: pure Python, built with the venv's own setuptools (in the lock), no index needed.
+clamp_stamp=$VENV/.gemma4-t4-clamp.sha256
+want=$(find "$CLAMP_SRC" -type f \( -name '*.py' -o -name '*.toml' \) -print0 | sort -z | xargs -0 sha256sum |
+  sha256sum | cut -d' ' -f1)
+if [ "$(cat "$clamp_stamp" 2>/dev/null || true)" = "$want" ]; then
+  log "the Turing clamp matches $CLAMP_SRC"
+else
+  build=$(mktemp -d)
+  cp -r "$CLAMP_SRC/." "$build/"
+  "${pip[@]}" install --quiet --no-index --no-deps --no-build-isolation --force-reinstall "$build"
+  rm -rf "$build"
+  echo "$want" >"$clamp_stamp"
+  log "installed the Turing clamp from $CLAMP_SRC"
+fi
 
-# The cu130 torch wheels carry sm_75; a build without it cannot run on a T4 at all.
-# The compiled-in arch flags are read without touching a GPU.
-arch_flags=$("$VENV/bin/python" -c 'import torch; print(torch._C._cuda_getArchFlags())')
-case " $arch_flags " in
-  *" sm_75 "*) log "torch carries sm_75 ($arch_flags)" ;;
-  *) die "torch in $VENV has no sm_75 kernels (arch flags: $arch_flags); refusing to go on" ;;
-esac
+# Triton builds its launcher against the venv's Python.h on the first GPU kernel.
+include=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+[ -f "$include/Python.h" ] || { echo "install-vllm: no $include/Python.h: install $PYTHON-dev" >&2; exit 1; }

@@ -1,38 +1,80 @@
 #!/bin/bash
 # Brings the VM to "ready to serve" on every boot: each step checks before it acts, so a
 # second run, a reboot or a replaced VM with the old data disk all end in the same state.
+# A failed step names itself and the fix; systemd runs this again (Restart=on-failure), and
+# gemma4-vllm's preflight says what is still missing meanwhile.
 set -euo pipefail
 
 set -a
 # shellcheck source=/dev/null
 . /etc/gemma4-t4/guest.env
+# The boot test's own settings (the plan never writes this file; tests/guest/ does).
+# shellcheck source=/dev/null
+if [ -f /etc/gemma4-t4/test.env ]; then . /etc/gemma4-t4/test.env; fi
 set +a
 lib=/usr/local/lib/gemma4-t4
 log() { echo "provision: $*"; }
 export DEBIAN_FRONTEND=noninteractive
 
-if ! id "$SERVICE_USER" >/dev/null 2>&1; then
-  useradd --system --home-dir "$DATA_MOUNT/home" --no-create-home --shell /usr/sbin/nologin "$SERVICE_USER"
-fi
+# step NAME FIX COMMAND...: run one step; on failure say which step failed and what to do.
+step() {
+  local name=$1 fix=$2 rc=0
+  shift 2
+  log "step '$name'"
+  "$@" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    echo "provision: FAILED at step '$name' (exit $rc). Fix: $fix." \
+      "Provisioning retries by itself; to retry now: sudo systemctl restart gemma4-t4-provision" >&2
+    exit "$rc"
+  fi
+}
 
-missing=()
-for pkg in curl ca-certificates python3-venv "$PYTHON-venv"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
-done
-if [ "${#missing[@]}" -gt 0 ]; then
-  apt-get update
-  apt-get install -y "${missing[@]}"
-fi
+# Packages the guest itself needs. python3.13-dev and gcc: Triton compiles a small C launcher
+# against Python.h the first time it runs a kernel on the GPU.
+packages() {
+  local missing=() pkg
+  for pkg in curl ca-certificates gcc "$PYTHON-venv" "$PYTHON-dev"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed' || missing+=("$pkg")
+  done
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  apt-get update && apt-get install -y --no-install-recommends "${missing[@]}"
+}
 
-"$lib/setup-data-disk.sh" "$DATA_DEVICE" "$DATA_MOUNT"
-"$lib/setup-swap.sh" "$DATA_MOUNT/swapfile" "$SWAP_SIZE_GB"
+# The service user's UID comes from the data disk: a replaced VM gets a new boot disk (and any
+# UID useradd picks there), while the caches on the data disk keep their old owner.
+service_user() {
+  local home=$DATA_MOUNT/home disk_uid
+  if ! id "$SERVICE_USER" >/dev/null 2>&1; then
+    disk_uid=$(stat -c %u "$home" 2>/dev/null || true)
+    if [ -n "$disk_uid" ] && [ "$disk_uid" -ne 0 ] && ! getent passwd "$disk_uid" >/dev/null &&
+      ! getent group "$disk_uid" >/dev/null; then
+      groupadd --system --gid "$disk_uid" "$SERVICE_USER"
+      useradd --system --uid "$disk_uid" --gid "$disk_uid" --home-dir "$home" --no-create-home \
+        --shell /usr/sbin/nologin "$SERVICE_USER"
+      log "created $SERVICE_USER with the data disk's UID $disk_uid"
+    else
+      useradd --system --user-group --home-dir "$home" --no-create-home --shell /usr/sbin/nologin "$SERVICE_USER"
+      log "created $SERVICE_USER (UID $(id -u "$SERVICE_USER"))"
+    fi
+  fi
+  install -d -o "$SERVICE_USER" -g "$SERVICE_USER" "$home" "$DATA_MOUNT/cache"
+  # A disk whose files another UID owns (its UID was taken on this boot disk): hand them over.
+  if [ -n "$(find "$home" "$DATA_MOUNT/cache" -xdev ! -user "$SERVICE_USER" -print -quit)" ]; then
+    chown -R "$SERVICE_USER:$SERVICE_USER" "$home" "$DATA_MOUNT/cache"
+    log "re-owned $home and $DATA_MOUNT/cache to $SERVICE_USER"
+  fi
+  install -d -o "$SERVICE_USER" -g "$SERVICE_USER" "$DATA_MOUNT/cache/tmp"
+}
 
-# Caches and the service's home live on the data disk, owned by the service user.
-install -d -o "$SERVICE_USER" -g "$SERVICE_USER" "$DATA_MOUNT/home" "$DATA_MOUNT/cache" "$DATA_MOUNT/cache/tmp"
-
+driver_fix="check that the VM reaches $CUDA_REPO_URL (egress through its external address) and the Debian archive; see the apt output above"
+step "data disk" "attach the data disk as device '${DATA_DEVICE##*/google-}'; never format a disk with data by hand" \
+  "$lib/setup-data-disk.sh" "$DATA_DEVICE" "$DATA_MOUNT"
+step "service user" "see the message above" service_user
+step "packages" "check that the VM reaches the Debian archive (apt-get update)" packages
+step "swap" "free space on $DATA_MOUNT, or gemma4-t4:swapSizeGb" "$lib/setup-swap.sh" "$DATA_MOUNT/swapfile" "$SWAP_SIZE_GB"
 rm -f "$REBOOT_FLAG"
-"$lib/install-driver.sh"
-"$lib/install-vllm.sh"
+step "nvidia driver" "$driver_fix" "$lib/install-driver.sh"
+step "vllm" "check that the VM reaches PyPI; the lock is $VLLM_LOCK" "$lib/install-vllm.sh"
 
 if [ -f "$REBOOT_FLAG" ]; then
   # Bounded: a driver that never loads must not reboot the VM forever.
@@ -40,11 +82,12 @@ if [ -f "$REBOOT_FLAG" ]; then
   mkdir -p "$(dirname "$count_file")"
   count=$(cat "$count_file" 2>/dev/null || echo 0)
   if [ "$count" -ge 2 ]; then
-    log "the driver did not load after $count reboots; see 'journalctl -k' and 'dkms status'"
+    echo "provision: FAILED at step 'nvidia driver': not loaded after $count reboots. Fix: read 'journalctl -k'" \
+      "and 'dkms status'; the kernel may lack headers (see above)" >&2
     exit 1
   fi
   echo $((count + 1)) >"$count_file"
-  log "rebooting to load the NVIDIA driver"
+  log "rebooting to load the NVIDIA driver (reboot $((count + 1)) of at most 2)"
   systemctl reboot
   exit 0
 fi

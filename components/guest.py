@@ -1,7 +1,7 @@
 """Renders the GCE guest's user-data: one pure function from the typed config to a cloud-config.
 
-The scripts and units are real files beside this module (shellcheck and systemd-analyze run
-on them as they are); this function only ships them, with two generated env files that carry
+The scripts and units are real files in the project's cloudinit/ (shellcheck and systemd-analyze
+run on them as they are); this function only ships them, with two generated env files that carry
 the settings. The Turing clamp's source goes along, so the VM installs exactly this checkout's
 clamp into its vLLM virtualenv.
 """
@@ -15,8 +15,8 @@ import yaml
 
 from gemma4_t4 import catalog
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+REPO = Path(__file__).resolve().parent.parent
+GUEST_DIR = REPO / "cloudinit"
 CLAMP_DIR = REPO / "turing"
 # What GCE accepts as one metadata value.
 GCE_METADATA_VALUE_LIMIT = 256 * 1024
@@ -25,6 +25,10 @@ LIB_DIR = "/usr/local/lib/gemma4-t4"
 ETC_DIR = "/etc/gemma4-t4"
 UNIT_DIR = "/etc/systemd/system"
 CLAMP_SRC = "/opt/gemma4-t4/turing"
+LOCK_FILE = GUEST_DIR / "locks" / "vllm-gce.txt"
+VLLM_LOCK = "/opt/gemma4-t4/vllm-lock.txt"
+# The boot test's own settings (tests/test_guest_boot.py writes it); the plan never does.
+TEST_ENV = "/etc/gemma4-t4/test.env"
 PROVISION_UNIT = "gemma4-t4-provision.service"
 IDLE_STOP_TIMER = "gemma4-t4-idle-stop.timer"
 VLLM_UNIT = "gemma4-vllm.service"
@@ -38,7 +42,6 @@ class GuestSettings:
     swap_size_gb: int
     idle_stop_minutes: int = 0
     port: int = 8000
-    vllm_version: str = catalog.PINS["vllm.gce"]
 
 
 def guest_env(settings: GuestSettings) -> dict[str, str]:
@@ -49,8 +52,7 @@ def guest_env(settings: GuestSettings) -> dict[str, str]:
         "SERVICE_USER": SERVICE_USER,
         "PYTHON": catalog.PINS["gce.python"],
         "VENV": f"{DATA_MOUNT}/vllm/venv",
-        "VLLM_VERSION": settings.vllm_version,
-        "TORCH_INDEX_URL": catalog.PINS["torch.index_url"],
+        "VLLM_LOCK": VLLM_LOCK,
         "CLAMP_SRC": CLAMP_SRC,
         "DRIVER_BRANCH": catalog.PINS["nvidia.driver_branch"],
         "CUDA_KEYRING_VERSION": catalog.PINS["nvidia.cuda_keyring"],
@@ -94,7 +96,8 @@ class _BlockStyleDumper(yaml.SafeDumper):
 
 
 _BlockStyleDumper.add_representer(
-    str, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
+    str,
+    lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None),
 )
 
 
@@ -110,13 +113,13 @@ def render_user_data(serving_args: list[str], settings: GuestSettings) -> str:
             {"path": f"{ETC_DIR}/vllm.env", "permissions": "0644", "content": _env_file(vllm_env(serving_args))},
         ]
         + [{"path": path, "permissions": "0644", "content": text} for path, text in _clamp_files()]
+        + [{"path": VLLM_LOCK, "permissions": "0644", "content": LOCK_FILE.read_text()}]
     )
     enabled = [PROVISION_UNIT, VLLM_UNIT] + ([IDLE_STOP_TIMER] if settings.idle_stop_minutes else [])
     config = {
-        # Only the service's system user: GCE's guest agent manages login users and SSH keys,
-        # so cloud-init creates no default user and keeps the host keys.
-        "users": [{"name": SERVICE_USER, "system": True, "shell": "/usr/sbin/nologin",
-                   "homedir": f"{DATA_MOUNT}/home", "no_create_home": True, "lock_passwd": True}],
+        # No users here (the bootstrap's cloud-init config sets none): GCE's guest agent manages
+        # login users and SSH keys, and provision.sh creates the service user with the UID its
+        # files on the data disk already have.
         "ssh_deletekeys": False,
         "write_files": write_files,
         "runcmd": [
@@ -133,12 +136,12 @@ def render_user_data(serving_args: list[str], settings: GuestSettings) -> str:
 
 
 def guest_scripts() -> list[Path]:
-    return sorted(p for p in (HERE / "scripts").iterdir() if p.suffix in (".sh", ".py"))
+    return sorted(p for p in (GUEST_DIR / "scripts").iterdir() if p.suffix in (".sh", ".py"))
 
 
 def guest_units() -> list[Path]:
-    return sorted(p for p in (HERE / "units").iterdir() if p.suffix in (".service", ".timer"))
+    return sorted(p for p in (GUEST_DIR / "units").iterdir() if p.suffix in (".service", ".timer"))
 
 
 def bootstrap_script() -> str:
-    return (HERE / "bootstrap.sh").read_text()
+    return (GUEST_DIR / "bootstrap.sh").read_text()

@@ -1,0 +1,86 @@
+"""The Compute Engine API on loopback, for the three reads `preflight --all-regions` makes: the
+project's regions (regions.list), the project (projects.get) and the accelerator types of every
+zone (acceleratorTypes.aggregatedList, filtered by name as the API filters). It answers with the
+responses recorded under tests/fixtures/gce/ in the API's own JSON, so the real
+google-cloud-compute client (REST transport) parses them: pass ``client_kwargs()`` to a client.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlparse
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gce"
+FILTER = re.compile(r'name\s*=\s*"?(?P<name>[\w-]+)"?')
+
+
+class _Handler(BaseHTTPRequestHandler):
+    project: ClassVar[str] = ""
+    requests: ClassVar[list[str]] = []
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        url = urlparse(self.path)
+        self.requests.append(self.path)
+        base = f"/compute/v1/projects/{self.project}"
+        if url.path == f"{base}/regions":
+            self._json(json.loads((FIXTURES / "regions.json").read_text()))
+        elif url.path == base:
+            self._json(json.loads((FIXTURES / "project.json").read_text()))
+        elif url.path == f"{base}/aggregated/acceleratorTypes":
+            self._json(self._accelerators(parse_qs(url.query).get("filter", [""])[0]))
+        elif url.path.startswith("/compute/v1/projects/"):
+            self._json({"error": {"code": 404, "message": f"The resource '{url.path}' was not found",
+                                  "errors": [{"reason": "notFound"}]}}, 404)
+        else:
+            self._json({"error": {"code": 400, "message": "bad path"}}, 400)
+
+    def _accelerators(self, query: str) -> dict[str, Any]:
+        doc = json.loads((FIXTURES / "accelerator-types.json").read_text())
+        wanted = FILTER.fullmatch(query.strip())
+        if wanted is None:
+            return doc
+        for scope, scoped in doc["items"].items():
+            kept = [a for a in scoped.get("acceleratorTypes", []) if a["name"] == wanted["name"]]
+            doc["items"][scope] = {"acceleratorTypes": kept} if kept else {"warning": {
+                "code": "NO_RESULTS_ON_PAGE", "message": f"There are no results for scope '{scope}' on this page."}}
+        return doc
+
+    def _json(self, doc: dict[str, Any], status: int = 200) -> None:
+        body = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=UTF-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class ComputeStandIn:
+    def __init__(self, project: str = "gemma-proj"):
+        handler = type("Handler", (_Handler,), {"project": project, "requests": []})
+        self.requests: list[str] = handler.requests
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> ComputeStandIn:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def client_kwargs(self) -> dict[str, Any]:
+        from google.api_core.client_options import ClientOptions
+        from google.auth.credentials import AnonymousCredentials
+
+        host, port = self.server.server_address[:2]
+        return {"credentials": AnonymousCredentials(),
+                "client_options": ClientOptions(api_endpoint=f"http://{host}:{port}")}

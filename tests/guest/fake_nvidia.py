@@ -1,0 +1,140 @@
+"""NVIDIA's CUDA apt repository for Debian 13, stood in: the real package names, two driver
+branches (the pinned one and a newer one, as the real repository carries), and programs that
+behave like the driver's on a VM with a Tesla T4.
+
+- cuda-keyring_1.1-1_all.deb (beside the index, as NVIDIA publishes it): the repository's apt
+  source. The stand-in is unsigned and marked trusted=yes; the real keyring ships NVIDIA's key.
+- nvidia-driver-pinning-BRANCH: NVIDIA's documented pin, holding every driver package to BRANCH.
+- nvidia-driver depends, version for version, on nvidia-kernel-open-dkms, libglx-nvidia0,
+  libegl-nvidia0, xserver-xorg-video-nvidia, nvidia-smi, nvidia-modprobe: a pin that misses any
+  of them leaves apt with unmet dependencies once the newer branch is there.
+- nvidia-kernel-open-dkms: the "module" loads at the next boot (a unit marks it loaded, as the
+  DKMS-built module would be), never at install time: `modprobe nvidia` finds nothing, so the
+  guest takes its reboot path.
+- nvidia-smi answers as a Tesla T4 once the module is loaded; nvidia-modprobe -u creates
+  /dev/nvidia-uvm, and like the setuid original it fails unless it runs with root's privileges.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import subprocess
+from pathlib import Path
+
+BRANCHES = {"615": "615.71.09-1", "620": "620.20.01-1"}
+DRIVER_PACKAGES = ["nvidia-kernel-open-dkms", "libglx-nvidia0", "libegl-nvidia0", "xserver-xorg-video-nvidia",
+                   "nvidia-smi", "nvidia-modprobe"]
+STATE = "/run/nvidia-standin"
+
+NVIDIA_SMI = """#!/bin/sh
+# Stand-in: a Tesla T4 once the module is loaded (at the boot after the install).
+if [ ! -f {state}/loaded ]; then
+  echo "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver." >&2
+  exit 9
+fi
+version=$(cat {state}/loaded)
+case "$*" in
+  *--query-gpu=*)
+    fields=$(echo "$*" | sed 's/.*--query-gpu=\\([^ ]*\\).*/\\1/')
+    out=""
+    for f in $(echo "$fields" | tr , ' '); do
+      case $f in
+        name) v="Tesla T4" ;; compute_cap) v="7.5" ;; memory.total) v="15360 MiB" ;;
+        memory.used) v="0 MiB" ;; driver_version) v="$version" ;; utilization.gpu) v="0 %" ;; *) v="[N/A]" ;;
+      esac
+      out="${{out:+$out, }}$v"
+    done
+    echo "$out" ;;
+  *) echo "NVIDIA-SMI $version   Driver Version: $version   GPU 0: Tesla T4" ;;
+esac
+"""
+
+NVIDIA_MODPROBE = """#!/bin/sh
+# Stand-in for the setuid nvidia-modprobe: only root's privileges may load nvidia-uvm.
+if [ "$(id -u)" -ne 0 ]; then
+  echo "nvidia-modprobe: permission denied (needs root; setuid is void under NoNewPrivileges)" >&2
+  exit 1
+fi
+mkdir -p {state}
+: > /dev/nvidia-uvm
+echo "uvm loaded by uid $(id -u)" >> {state}/uvm.log
+"""
+
+MODULE_UNIT = """[Unit]
+Description=NVIDIA module stand-in: loaded at boot, as the DKMS-built module is
+DefaultDependencies=no
+Before=sysinit.target
+
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'mkdir -p {state} && echo {version} > {state}/loaded'
+
+[Install]
+WantedBy=sysinit.target
+"""
+
+
+def _deb(out: Path, name: str, version: str, depends: str = "", files: dict[str, tuple[str, int]] | None = None,
+         links: dict[str, str] | None = None) -> Path:
+    root = out / "build" / f"{name}_{version}"
+    (root / "DEBIAN").mkdir(parents=True, exist_ok=True)
+    control = [f"Package: {name}", f"Version: {version}", "Architecture: all" if name == "cuda-keyring"
+               else "Architecture: amd64", "Maintainer: gemma4-t4 boot test <test@invalid>",
+               f"Description: stand-in for NVIDIA's {name}"]
+    if depends:
+        control.insert(3, f"Depends: {depends}")
+    (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
+    for path, (text, mode) in (files or {}).items():
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        target.chmod(mode)
+    for path, dest in (links or {}).items():
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.symlink_to(dest)
+    arch = "all" if name == "cuda-keyring" else "amd64"
+    deb = out / f"{name}_{version}_{arch}.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(root), str(deb)], check=True,
+                   capture_output=True)
+    return deb
+
+
+def build(out: Path, repo_url: str) -> None:
+    """The repository's files under OUT, as served at REPO_URL (NVIDIA's flat layout: `deb URL /`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    debs = [_deb(out, "cuda-keyring", "1.1-1", files={
+        "/etc/apt/sources.list.d/cuda-debian13-x86_64.list": (f"deb [trusted=yes] {repo_url}/ /\n", 0o644)})]
+    for branch, version in BRANCHES.items():
+        pin = f"Package: *nvidia* libcuda* libnv* firmware-nvidia*\nPin: version {branch}.*\nPin-Priority: 1000\n"
+        debs.append(_deb(out, f"nvidia-driver-pinning-{branch}", version,
+                         files={f"/etc/apt/preferences.d/nvidia-driver-pinning-{branch}": (pin, 0o644)}))
+        debs.append(_deb(out, "nvidia-driver", version, ", ".join(f"{p} (= {version})" for p in DRIVER_PACKAGES)))
+        unit = "/usr/lib/systemd/system/nvidia-standin-module.service"
+        debs.append(_deb(out, "nvidia-kernel-open-dkms", version,
+                         files={unit: (MODULE_UNIT.format(state=STATE, version=version.split("-")[0]), 0o644)},
+                         links={"/etc/systemd/system/sysinit.target.wants/nvidia-standin-module.service": unit}))
+        debs.append(_deb(out, "nvidia-smi", version,
+                         files={"/usr/bin/nvidia-smi": (NVIDIA_SMI.format(state=STATE), 0o755)}))
+        debs.append(_deb(out, "nvidia-modprobe", version,
+                         files={"/usr/bin/nvidia-modprobe": (NVIDIA_MODPROBE.format(state=STATE), 0o755)}))
+        for name in ("libglx-nvidia0", "libegl-nvidia0", "xserver-xorg-video-nvidia"):
+            debs.append(_deb(out, name, version))
+    stanzas = []
+    for deb in debs:
+        if deb.name.startswith("cuda-keyring"):
+            continue  # fetched by URL, not through apt
+        control = subprocess.run(["dpkg-deb", "-f", str(deb)], check=True, capture_output=True, text=True).stdout
+        data = deb.read_bytes()
+        stanzas.append(control.strip() + f"\nFilename: ./{deb.name}\nSize: {len(data)}\n"
+                       f"SHA256: {hashlib.sha256(data).hexdigest()}\n")
+    packages = "\n".join(stanzas).encode()
+    (out / "Packages").write_bytes(packages)
+    (out / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
+    lines = ["Origin: gemma4-t4 boot test (NVIDIA stand-in)", "Label: cuda", "Architectures: amd64 all",
+             "Date: Tue, 01 Dec 2026 00:00:00 UTC", "SHA256:"]
+    for name in ("Packages", "Packages.gz"):
+        data = (out / name).read_bytes()
+        lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
+    (out / "Release").write_text("\n".join(lines) + "\n")

@@ -1,0 +1,240 @@
+"""The world a GCE guest sees, stood in inside a network namespace the boot test made.
+
+    python net.py CONFIG.json     (as root; runs until SIGTERM)
+
+Listens inside the namespace (sockets keep the namespace they were made in) and serves:
+- 169.254.169.254:80, GCE's metadata server: the instance's metadata, only with the
+  `Metadata-Flavor: Google` header, answering with it (what cloud-init's GCE datasource and
+  Google's guest agent read);
+- 127.0.0.2:80, deb.debian.org: a pass-through to the Debian mirror this machine's apt uses;
+- 127.0.0.3:443, developer.download.nvidia.com over TLS (a test CA the guest trusts): the
+  fake NVIDIA repository the test built;
+- 127.0.0.4:80, the wheelhouse: the host's one copy of the guest lock's wheels;
+and on the host's loopback a tunnel to the guest's 127.0.0.1:<guest_port> (as IAP's SSH tunnel
+on GCE). The file `offline` in the state directory cuts the internet (Debian, NVIDIA, wheels),
+`nvidia-down` the NVIDIA repository alone; the metadata server stays, as on GCE. Every request
+is logged to requests.log, one line each: service, method, path, status.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import http.server
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import sys
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL("libc.so.6", use_errno=True)
+
+
+def setns(path: str | int) -> None:
+    fd = os.open(path, os.O_RDONLY) if isinstance(path, str) else path
+    try:
+        if _libc.setns(fd, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns {path}")
+    finally:
+        if isinstance(path, str):
+            os.close(fd)
+
+
+class World:
+    def __init__(self, config: dict):
+        self.config = config
+        self.state = Path(config["state_dir"])
+        self.log_lock = threading.Lock()
+
+    def down(self, service: str) -> bool:
+        if service == "metadata":
+            return False
+        return (self.state / "offline").exists() or (service == "nvidia" and (self.state / "nvidia-down").exists())
+
+    def log(self, service: str, method: str, path: str, status: int) -> None:
+        with self.log_lock, (self.state / "requests.log").open("a") as f:
+            f.write(f"{service} {method} {path} {status}\n")
+
+
+def handler_for(world: World, service: str):
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):  # the request log above is the record
+            pass
+
+        def handle(self):
+            if world.down(service):  # unreachable: the connection closes before any answer
+                world.log(service, "-", "dropped (offline)", 0)
+                self.connection.shutdown(socket.SHUT_RDWR)
+                return
+            super().handle()
+
+        def send(self, status: int, body: bytes, headers: dict[str, str] | None = None):
+            self.send_response(status)
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+            world.log(service, self.command, self.path, status)
+
+        def do_GET(self):
+            getattr(self, f"get_{service}")()
+
+        do_HEAD = do_GET
+
+        def do_PUT(self):  # cloud-init publishes host keys as guest attributes
+            length = int(self.headers.get("Content-Length") or 0)
+            self.rfile.read(length)
+            self.send(200 if service == "metadata" else 405, b"")
+
+        # --- GCE metadata ---------------------------------------------------------------
+        def get_metadata(self):
+            flavor = {"Metadata-Flavor": "Google"}
+            if self.headers.get("Metadata-Flavor") != "Google":
+                self.send(403, b"Missing Metadata-Flavor:Google header.\n", flavor)
+                return
+            url = urllib.parse.urlsplit(self.path)
+            query = urllib.parse.parse_qs(url.query.lower())
+            if not url.path.startswith("/computeMetadata/v1/"):
+                self.send(404, b"Not Found\n", flavor)
+                return
+            parts = [p for p in url.path.removeprefix("/computeMetadata/v1/").split("/") if p]
+            node = world.config["metadata"]
+            for part in parts:
+                if not isinstance(node, dict) or part not in node:
+                    self.send(404, b"Not Found\n", flavor)
+                    return
+                node = node[part]
+            if query.get("recursive", [""])[0] == "true" or query.get("alt", [""])[0] == "json":
+                self.send(200, json.dumps(node).encode(), {**flavor, "Content-Type": "application/json"})
+            elif isinstance(node, dict):
+                listing = "".join(f"{k}/\n" if isinstance(v, dict) else f"{k}\n" for k, v in node.items())
+                self.send(200, listing.encode(), {**flavor, "Content-Type": "text/plain"})
+            else:
+                self.send(200, str(node).encode(), {**flavor, "Content-Type": "text/plain"})
+
+        # --- Debian: a pass-through to the host's mirror -----------------------------------
+        def get_debian(self):
+            # The guest's sources name http://deb.debian.org/debian; the host's mirror may be another.
+            path = self.path.removeprefix("/debian")
+            upstream = world.config["debian_mirror"].rstrip("/") + path
+            request = urllib.request.Request(upstream, method=self.command)
+            try:
+                with urllib.request.urlopen(request, timeout=60) as response:
+                    self.send_response(response.status)
+                    for key in ("Content-Type", "Last-Modified", "Content-Length"):
+                        if response.headers.get(key):
+                            self.send_header(key, response.headers[key])
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        shutil.copyfileobj(response, self.wfile, 1 << 20)
+                    world.log(service, self.command, self.path, response.status)
+            except urllib.error.HTTPError as error:
+                self.send(error.code, b"")
+
+        # --- static trees: the NVIDIA repository, the wheelhouse --------------------------
+        def get_static(self, root: Path, prefix: str = ""):
+            path = urllib.parse.unquote(urllib.parse.urlsplit(self.path).path)
+            if not path.startswith(prefix):
+                self.send(404, b"")
+                return
+            target = (root / path[len(prefix):].lstrip("/")).resolve()
+            if not target.is_relative_to(root.resolve()) or not target.exists():
+                self.send(404, b"")
+            elif target.is_dir():
+                links = "".join(f'<a href="{p.name}">{p.name}</a>\n' for p in sorted(target.iterdir()))
+                self.send(200, f"<html><body>\n{links}</body></html>\n".encode(), {"Content-Type": "text/html"})
+            else:
+                size = target.stat().st_size
+                self.send_response(200)
+                self.send_header("Content-Length", str(size))
+                self.send_header("Content-Type", "application/octet-stream")
+                self.end_headers()
+                if self.command != "HEAD":
+                    with target.open("rb") as f:
+                        shutil.copyfileobj(f, self.wfile, 1 << 20)
+                world.log(service, self.command, path, 200)
+
+        def get_nvidia(self):
+            self.get_static(Path(world.config["nvidia_repo"]), world.config["nvidia_prefix"])
+
+        def get_wheels(self):
+            self.get_static(Path(world.config["wheelhouse"]))
+
+    return Handler
+
+
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def tunnel(listener: socket.socket, netns: str, port: int) -> None:
+    def pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(1 << 16):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+
+    def connect(client: socket.socket) -> None:
+        setns(netns)  # this thread only: the guest's loopback
+        try:
+            guest = socket.create_connection(("127.0.0.1", port), timeout=10)
+        except OSError:
+            client.close()
+            return
+        guest.settimeout(None)
+        threading.Thread(target=pump, args=(guest, client), daemon=True).start()
+        pump(client, guest)
+
+    while True:
+        client, _ = listener.accept()
+        threading.Thread(target=connect, args=(client,), daemon=True).start()
+
+
+def main(config_path: str) -> None:
+    config = json.loads(Path(config_path).read_text())
+    world = World(config)
+    netns = f"/run/netns/{config['netns']}"
+    servers = []
+    host = os.open("/proc/self/ns/net", os.O_RDONLY)
+    setns(netns)
+    for service, address, port in (("metadata", "169.254.169.254", 80), ("debian", "127.0.0.2", 80),
+                                   ("nvidia", "127.0.0.3", 443), ("wheels", "127.0.0.4", 80)):
+        server = Server((address, port), handler_for(world, service))
+        if service == "nvidia":
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(config["tls_cert"], config["tls_key"])
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+        servers.append(server)
+    setns(host)  # back to the host: the pass-through and the tunnel's listener live here
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=tunnel, args=(listener, netns, config["guest_port"]), daemon=True).start()
+    (world.state / "tunnel-port").write_text(str(listener.getsockname()[1]))
+    signal.sigwait({signal.SIGTERM, signal.SIGINT})
+
+
+if __name__ == "__main__":
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT})
+    main(sys.argv[1])

@@ -1,0 +1,93 @@
+"""The retained data disk comes back: a fixed name from the stack, and the next `pulumi up` after
+a `pulumi destroy` adopts the disk it left, never one another VM uses. Under mocks whose
+getDisk answers as the provider does (the disk, or a 404)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from components.gce import GCE_NAME_MAX, stack_resource_name
+from gemma4_t4.core.plan import MOCK_GCP_PROJECT, MockCloud
+
+pytestmark = pytest.mark.components
+
+DISK = "gcp:compute/disk:Disk"
+INSTANCE = "gcp:compute/instance:Instance"
+ZONE = "us-west2-b"
+
+
+def _cloud(name: str, **disk) -> MockCloud:
+    return MockCloud(disks={name: {"zone": ZONE, "sizeGb": 250, "type": "pd-balanced", "users": [], **disk}})
+
+
+def _instance_link(name: str) -> str:
+    return f"https://www.googleapis.com/compute/v1/projects/{MOCK_GCP_PROJECT}/zones/{ZONE}/instances/{name}"
+
+
+def test_disk_and_vm_names_are_fixed_by_the_stack(run_stack):
+    first, second = run_stack("gce-t4"), run_stack("gce-t4")
+    names = {p.one(DISK).state["name"] for p in (first, second)}
+    assert len(names) == 1, "a random suffix would make the next `up` miss the retained disk"
+    assert names == {stack_resource_name("gemma4-t4", "gce-t4", "data")}
+    assert first.one(INSTANCE).state["name"] == second.one(INSTANCE).state["name"]
+    assert first.outputs["data_disk_name"] == names.pop()
+
+
+def test_a_first_up_creates_the_disk(run_stack):
+    disk = run_stack("gce-t4").one(DISK)
+    assert disk.options["importId"] == ""
+    assert disk.options["retainOnDelete"] is True
+
+
+def test_the_up_after_a_destroy_adopts_the_retained_disk(run_stack):
+    name = stack_resource_name("gemma4-t4", "gce-t4", "data")
+    plan = run_stack("gce-t4", cloud=_cloud(name))
+    disk = plan.one(DISK)
+    assert disk.options["importId"] == f"projects/{MOCK_GCP_PROJECT}/zones/{ZONE}/disks/{name}"
+    assert disk.state["name"] == name
+    assert plan.one(INSTANCE).inputs["attachedDisks"][0]["source"] == disk.state["selfLink"]
+
+
+def test_an_up_while_the_vm_exists_keeps_its_own_disk(run_stack):
+    name = stack_resource_name("gemma4-t4", "gce-t4", "data")
+    vm = stack_resource_name("gemma4-t4", "gce-t4", "vm")
+    disk = run_stack("gce-t4", cloud=_cloud(name, users=[_instance_link(vm)])).one(DISK)
+    assert disk.options["importId"].endswith(f"/disks/{name}")
+
+
+def test_a_disk_attached_to_another_vm_is_never_taken(refused_stack):
+    name = stack_resource_name("gemma4-t4", "gce-t4", "data")
+    error, partial = refused_stack("gce-t4", cloud=_cloud(name, users=[_instance_link("someone-elses-vm")]))
+    assert error.key == "gemma4-t4:retainDataDisk"
+    assert "someone-elses-vm" in error.problem and "detach-disk" in error.fix
+    assert partial.resources == [], "a refused config registers nothing"
+
+
+def test_a_disk_of_another_zone_is_not_this_stacks(run_stack):
+    name = stack_resource_name("gemma4-t4", "gce-t4", "data")
+    cloud = MockCloud(disks={name: {"zone": "europe-west4-a", "sizeGb": 250, "type": "pd-balanced", "users": []}})
+    assert run_stack("gce-t4", cloud=cloud).one(DISK).options["importId"] == ""
+
+
+@pytest.mark.parametrize("change,key,fix", [
+    ({"sizeGb": 500}, "dataDiskSizeGb", "pulumi config set gemma4-t4:dataDiskSizeGb 500"),
+    ({"type": "pd-ssd"}, "dataDiskType", "pulumi config set gemma4-t4:dataDiskType pd-ssd"),
+])
+def test_a_config_that_would_replace_the_retained_disk_is_refused(refused_stack, change, key, fix):
+    error, _ = refused_stack("gce-t4", cloud=_cloud(stack_resource_name("gemma4-t4", "gce-t4", "data"), **change))
+    assert error.key == f"gemma4-t4:{key}" and error.fix == fix
+
+
+def test_a_bigger_config_grows_the_adopted_disk(run_stack):
+    name = stack_resource_name("gemma4-t4", "gce-t4", "data")
+    disk = run_stack("gce-t4", "dataDiskSizeGb=300", cloud=_cloud(name)).one(DISK)
+    assert disk.options["importId"] and disk.inputs["size"] == 300.0
+
+
+@pytest.mark.parametrize("stack", ["gce-t4", "Prod_GCE.eu", "x" * 100, "9lives"])
+def test_stack_names_become_valid_gce_names(stack):
+    name = stack_resource_name("gemma4-t4", stack, "data")
+    assert re.fullmatch(r"[a-z]([-a-z0-9]*[a-z0-9])?", name) and len(name) <= GCE_NAME_MAX
+    assert name.endswith("-data")

