@@ -1,18 +1,23 @@
-"""The serving-config model: the single source of every value vLLM is started with.
+"""How vLLM serves the model: the values it is started with, and the check that it can start.
 
-The GCE guest turns it into vLLM command-line flags (``vllm_args``), the SageMaker container
-into ``SM_VLLM_*`` environment variables (``sagemaker_environment``). Both come from the same
-fields, so a value is never spelled twice.
+``check_serving`` sizes the model (catalog, else the Hugging Face Hub), refuses what vLLM or the
+GPU would refuse, and plans the GPU's memory; both components call it before registering any
+resource. ``ServingConfig`` is the single source of vLLM's settings: the GCE guest turns it into
+command-line flags (``vllm_args``), the SageMaker container into ``SM_VLLM_*`` variables.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
-from gemma4_t4 import catalog
+import pulumi
 
-from .errors import ConfigError
+from gemma4_t4 import catalog
+from gemma4_t4.errors import ConfigError
+
+from .config import StackArgs, set_cmd
+from .memory import MemoryPlan, UnsizableConfig, attention_heads, longest_fitting_len, plan_memory
+from .model_facts import ModelFacts, Unsized, model_facts
 
 
 @dataclass(frozen=True)
@@ -24,77 +29,9 @@ class ServingConfig:
     gpu_memory_utilization: float
     max_num_seqs: int
     language_model_only: bool
-    host: str
-    port: int
-    allow_non_loopback_host: bool = False
-    allow_model_overflow: bool = False
-
-    # --- validation ---------------------------------------------------------------------------
-
-    def validate(self, gpu: catalog.Gpu | None) -> None:
-        """Refuse values that cannot work. ``gpu`` is None for a GPU the catalog does not know
-        (an explicit opt-in elsewhere); then only GPU-independent checks run."""
-        if not self.model.strip():
-            raise ConfigError("model", "the model id is empty", "pulumi config set gemma4-t4:model "
-                              "google/gemma-4-E2B-it-qat-w4a16-ct")
-        if self.max_model_len <= 0:
-            raise ConfigError("maxModelLen", f"must be a positive token count, got {self.max_model_len}",
-                              "pulumi config set gemma4-t4:maxModelLen 16384")
-        if not 0 < self.gpu_memory_utilization <= 1:
-            raise ConfigError("gpuMemoryUtilization",
-                              f"must be in (0, 1], got {self.gpu_memory_utilization}",
-                              "pulumi config set gemma4-t4:gpuMemoryUtilization 0.9")
-        if self.max_num_seqs <= 0:
-            raise ConfigError("maxNumSeqs", f"must be positive, got {self.max_num_seqs}",
-                              "pulumi config set gemma4-t4:maxNumSeqs 8")
-        if self.dtype not in ("float16", "half", "bfloat16", "float32", "auto"):
-            raise ConfigError("dtype", f"unknown dtype {self.dtype!r}",
-                              "pulumi config set gemma4-t4:dtype float16")
-        if not 0 < self.port < 65536:
-            raise ConfigError("port", f"not a TCP port: {self.port}", "pulumi config set gemma4-t4:port 8000")
-        self._validate_host()
-        if gpu is not None:
-            self._validate_for_gpu(gpu)
-
-    def _validate_host(self) -> None:
-        try:
-            loopback = ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            loopback = self.host == "localhost"
-        if not loopback and not self.allow_non_loopback_host:
-            raise ConfigError(
-                "host",
-                f"vLLM would listen on {self.host}, reachable beyond the VM: the OpenAI API has no auth",
-                "keep 127.0.0.1 and use the IAP tunnel, or opt in with "
-                "pulumi config set gemma4-t4:allowNonLoopbackHost true",
-            )
-
-    def _validate_for_gpu(self, gpu: catalog.Gpu) -> None:
-        if self.dtype in ("bfloat16", "auto") and not gpu.supports_bfloat16:
-            # "auto" takes the checkpoint's dtype, which is bfloat16 for every Gemma 4 build.
-            raise ConfigError(
-                "dtype",
-                f"{self.dtype!r} needs bfloat16, which {gpu.name} (sm_{gpu.compute_capability[0]}"
-                f"{gpu.compute_capability[1]}) does not have",
-                "pulumi config set gemma4-t4:dtype float16",
-            )
-        fit = model_fit(self.model, gpu, self.gpu_memory_utilization)
-        if fit is None:
-            import pulumi
-
-            pulumi.log.warn(f"gemma4-t4:model {self.model} is not in the catalog: its fit on a {gpu.name} "
-                            "is not checked (a known Gemma 4 build is)")
-        elif not fit.fits and not self.allow_model_overflow:
-            raise ConfigError(
-                "model",
-                f"{self.model} needs {fit.weights_gib:.2f} GiB of weights + {fit.headroom_gib:.2f} GiB to start, "
-                f"but {gpu.name} gives vLLM {fit.budget_gib:.2f} GiB "
-                f"({self.gpu_memory_utilization} x {fit.gpu_gib:.2f} GiB)",
-                "pick a smaller Gemma 4 build (E2B, E4B or 12B), or, knowing it will likely fail, "
-                "pulumi config set gemma4-t4:allowModelOverflow true",
-            )
-
-    # --- what vLLM is started with --------------------------------------------------------------
+    host: str = "127.0.0.1"
+    port: int = 8000
+    tensor_parallel_size: int = 1
 
     def vllm_args(self) -> list[str]:
         args = [
@@ -106,6 +43,7 @@ class ServingConfig:
             "--max-model-len", str(self.max_model_len),
             "--gpu-memory-utilization", str(self.gpu_memory_utilization),
             "--max-num-seqs", str(self.max_num_seqs),
+            "--tensor-parallel-size", str(self.tensor_parallel_size),
         ]
         if self.language_model_only:
             args.append("--language-model-only")
@@ -123,6 +61,8 @@ class ServingConfig:
             "SM_VLLM_MAX_MODEL_LEN": str(self.max_model_len),
             "SM_VLLM_GPU_MEMORY_UTILIZATION": str(self.gpu_memory_utilization),
             "SM_VLLM_MAX_NUM_SEQS": str(self.max_num_seqs),
+            # The seed's sm.py passes tensor parallelism to the container under this name.
+            "SM_VLLM_TENSOR_PARALLEL_SIZE": str(self.tensor_parallel_size),
         }
         if self.language_model_only:
             # AWS DLC docs (vllm/configuration): a boolean "true" becomes a bare flag.
@@ -131,23 +71,131 @@ class ServingConfig:
 
 
 @dataclass(frozen=True)
-class ModelFit:
-    weights_gib: float
-    headroom_gib: float
-    gpu_gib: float
-    budget_gib: float
-
-    @property
-    def fits(self) -> bool:
-        return self.weights_gib + self.headroom_gib <= self.budget_gib
+class ServingPlan:
+    serving: ServingConfig
+    facts: ModelFacts | None  # None: unsized, by the user's opt-in
+    memory: MemoryPlan | None  # None: unsized, or a GPU the catalog does not describe
 
 
-def model_fit(model_id: str, gpu: catalog.Gpu, gpu_memory_utilization: float) -> ModelFit | None:
-    """Weights + start-up headroom against what vLLM may claim; None for a model the catalog
-    does not know (a warning, never a guess)."""
-    model = catalog.MODELS.get(model_id)
-    if model is None:
-        return None
-    gpu_gib = gpu.memory_bytes / catalog.GIB
-    return ModelFit(model.weights_gib_loaded, catalog.MODEL_START_HEADROOM_GIB, gpu_gib,
-                    gpu_gib * gpu_memory_utilization)
+UNSIZED_FIX = (f"check the model id and this machine's network (or `huggingface-cli login` for a gated model), or, "
+               f"knowing nothing checks that it fits, {set_cmd('allowUnsizedModel', True)}")
+OVERFLOW_FIX = f"or, knowing it will likely fail, {set_cmd('allowModelOverflow', True)}"
+
+
+def check_serving(args: StackArgs, gpu: catalog.Gpu | None, host: str = "127.0.0.1", port: int = 8000) -> ServingPlan:
+    """Refuse what cannot serve on ``gpu`` (None: a GPU the catalog does not describe, opted in)."""
+    if gpu is not None and args.dtype in ("bfloat16", "auto") and not gpu.supports_bfloat16:
+        # "auto" takes the checkpoint's dtype, which is bfloat16 for every Gemma 4 build.
+        raise ConfigError("dtype", f"{args.dtype!r} needs bfloat16, which {gpu.name} (sm_{gpu.compute_capability[0]}"
+                          f"{gpu.compute_capability[1]}) does not have", set_cmd("dtype", "float16"))
+    try:
+        facts: ModelFacts | None = model_facts(args.model)
+    except Unsized as why:
+        if not args.allow_unsized_model:
+            raise ConfigError("model", f"{args.model} is not in the catalog and cannot be sized: {why}",
+                              UNSIZED_FIX) from None
+        pulumi.log.warn(f"{args.model} is not sized ({why}): nothing checks that it fits (allowUnsizedModel)")
+        facts = None
+    model = facts.repo_id if facts else args.model
+    if model != args.model:
+        pulumi.log.info(f"gemma4-t4:model {args.model} is {model} on the Hub: serving it under that id")
+    serving = ServingConfig(model, args.served_model_name or model, args.dtype, args.max_model_len,
+                            args.gpu_memory_utilization, args.max_num_seqs, args.language_model_only, host, port,
+                            args.tensor_parallel_size)
+    if facts is None:
+        return ServingPlan(serving, None, None)
+    _check_heads_split(model, facts, args.tensor_parallel_size, args.allow_unsized_model)
+    if facts.quantization and args.dtype == "float32":
+        method = facts.quantization.get("quant_method", "quantized")
+        raise ConfigError("dtype", f"{model} is a {method} checkpoint, whose kernels run in float16: vLLM refuses "
+                          "float32 for it", set_cmd("dtype", "float16"))
+    if gpu is None:
+        return ServingPlan(serving, facts, None)
+    try:
+        memory = plan_memory(model, facts.config, facts.weights_bytes(args.dtype), facts.source, gpu, args.dtype,
+                             args.gpu_memory_utilization, args.max_model_len, args.max_num_seqs,
+                             args.tensor_parallel_size)
+    except UnsizableConfig as why:
+        if not args.allow_unsized_model:
+            raise ConfigError("model", f"{model} cannot be sized: {why}", UNSIZED_FIX) from None
+        pulumi.log.warn(f"{model} is not sized ({why}): nothing checks that it fits (allowUnsizedModel)")
+        return ServingPlan(serving, facts, None)
+    _check_memory(args, facts, memory)
+    return ServingPlan(serving, facts, memory)
+
+
+def _splits(heads: set[tuple[int, int]], size: int) -> bool:
+    try:
+        for query_heads, kv_heads in heads:
+            catalog.heads_per_rank(query_heads, kv_heads, size)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_heads_split(model: str, facts: ModelFacts, size: int, allow_unsized: bool) -> None:
+    """vLLM refuses a tensor parallel size that does not split the attention heads evenly."""
+    if size == 1:
+        return
+    try:
+        heads = attention_heads(facts.config)
+    except UnsizableConfig as why:
+        if allow_unsized:
+            return
+        raise ConfigError("model", f"{model} cannot be split over {size} GPUs: {why}", UNSIZED_FIX) from None
+    if _splits(heads, size):
+        return
+    fits = [n for n in catalog.TENSOR_PARALLEL_SIZES if _splits(heads, n)]
+    shown = ", ".join(f"{q} query / {kv} KV heads" for q, kv in sorted(heads))
+    raise ConfigError("tensorParallelSize", f"{size}: {model}'s attention ({shown}) does not split evenly over {size} "
+                      "GPUs, and vLLM refuses it", set_cmd("tensorParallelSize", max(fits)))
+
+
+def _fitting_size(args: StackArgs, facts: ModelFacts, plan: MemoryPlan) -> MemoryPlan | None:
+    """The plan at the smallest larger tensor parallel size at which a request fits, if any."""
+    heads = attention_heads(facts.config)
+    for size in catalog.TENSOR_PARALLEL_SIZES:
+        if size <= plan.tensor_parallel_size or not _splits(heads, size):
+            continue
+        bigger = plan_memory(plan.model, facts.config, plan.model_weights_bytes, plan.weights_source,
+                             catalog.TESLA_T4, args.dtype, args.gpu_memory_utilization, args.max_model_len,
+                             args.max_num_seqs, size)
+        if bigger.max_concurrency >= 1:
+            return bigger
+    return None
+
+
+def _check_memory(args: StackArgs, facts: ModelFacts, plan: MemoryPlan) -> None:
+    gib = catalog.GIB
+    if args.max_model_len > plan.context_length:
+        raise ConfigError("maxModelLen", f"{args.max_model_len:,} tokens exceeds {plan.model}'s context of "
+                          f"{plan.context_length:,} (max_position_embeddings): vLLM refuses it",
+                          set_cmd("maxModelLen", min(16384, plan.context_length)))
+    if plan.max_concurrency >= 1 or args.allow_model_overflow:
+        return
+    per_gpu = " per GPU" if plan.tensor_parallel_size > 1 else ""
+    numbers = (f"{args.gpu_memory_utilization} x {plan.gpu_total_bytes / gib:.2f} GiB = {plan.budget_bytes / gib:.2f}"
+               f" GiB for vLLM{per_gpu}; weights {plan.weights_bytes / gib:.2f} GiB + overheads "
+               f"{plan.overhead_bytes / gib:.2f} GiB")
+    bigger = _fitting_size(args, facts, plan) if plan.gpu == catalog.TESLA_T4.name else None
+    split = (f"{set_cmd('tensorParallelSize', bigger.tensor_parallel_size)} (on {bigger.where}: weights "
+             f"{bigger.weights_bytes / gib:.2f} GiB, KV cache {bigger.kv_cache_bytes / gib:.2f} GiB, "
+             f"{bigger.max_concurrency:.2f}x {args.max_model_len:,}-token requests), or ") if bigger else ""
+    if plan.kv_cache_bytes <= 0:
+        at_default = plan_memory(plan.model, facts.config, plan.model_weights_bytes, plan.weights_source,
+                                 catalog.TESLA_T4, args.dtype, 0.9, args.max_model_len, args.max_num_seqs,
+                                 plan.tensor_parallel_size)
+        if args.gpu_memory_utilization < 0.9 and at_default.max_concurrency >= 1:
+            raise ConfigError("gpuMemoryUtilization", f"{numbers} leave no room for the KV cache ({plan.gpu})",
+                              set_cmd("gpuMemoryUtilization", 0.9))
+        where = "one" if plan.tensor_parallel_size == 1 else str(plan.tensor_parallel_size)
+        raise ConfigError("model", f"{plan.model} cannot start on {where} {plan.gpu}{'s' * (where != 'one')}: "
+                          f"{numbers} leave {plan.kv_cache_bytes / gib:.2f} GiB for the KV cache (vLLM loads the "
+                          "weights, then runs out of memory)",
+                          f"{split}pick a smaller Gemma 4 build (E2B or E4B), {OVERFLOW_FIX}")
+    fits = longest_fitting_len(plan, facts.config, args.dtype, args.max_num_seqs)
+    need = plan.bytes_per_request / gib
+    raise ConfigError("maxModelLen", f"not one {args.max_model_len:,}-token request fits: {numbers} leave "
+                      f"{plan.kv_cache_bytes / gib:.2f} GiB of KV cache, and one request needs {need:.2f} GiB"
+                      f"{per_gpu}", split + (set_cmd("maxModelLen", fits) if fits else "pick a smaller model")
+                      + f", {OVERFLOW_FIX}")

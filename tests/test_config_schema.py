@@ -1,0 +1,135 @@
+"""The stack config's schema: Pulumi.yaml mirrors it, booleans are strict, keys are the project's
+and the stack's own, secrets stay secret, and each component takes its one Args class."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+from conftest import REPO
+from pydantic import ValidationError
+
+from components.config import (
+    COMPONENT_ARGS,
+    GceT4ServerArgs,
+    SageMakerT4EndpointArgs,
+    keys_of,
+    load_args,
+    project_config,
+)
+from gemma4_t4.core import plan as plan_mod
+from gemma4_t4.errors import ConfigError
+
+pytestmark = pytest.mark.components
+
+
+def _load(stack: str, *overrides: str, secret_keys: frozenset[str] = frozenset()):
+    config = plan_mod.load_stack_config(stack, list(overrides), REPO)
+    return load_args({k: plan_mod._as_config_string(v) for k, v in config.items()}, secret_keys,
+                     secret=lambda key: f"<secret {key}>")
+
+
+def test_pulumi_yaml_declares_every_key_with_the_schemas_type_default_and_description():
+    declared = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"]
+    expected = project_config()
+    assert list(declared) == list(expected), "Pulumi.yaml must list the schema's keys, in its order"
+    for key, spec in expected.items():
+        assert declared[key] == spec, (f"{key}: Pulumi.yaml says {declared[key]}, the schema {spec}: "
+                                       "regenerate the section with .venv/bin/python -m components.config")
+        assert spec["description"], f"{key} has no description"
+
+
+def test_each_stack_file_plans_to_its_components_args():
+    gce, sagemaker = _load("gce-t4"), _load("sagemaker-t4")
+    assert isinstance(gce, GceT4ServerArgs) and gce == GceT4ServerArgs()
+    assert isinstance(sagemaker, SageMakerT4EndpointArgs) and sagemaker.region == "us-east-2"
+    assert sagemaker.max_model_len == 8192 and sagemaker.instance_type == "ml.g4dn.xlarge"
+
+
+BOOLEAN_KEYS = sorted({key for model in COMPONENT_ARGS.values() for key, default in keys_of(model).items()
+                       if isinstance(default, bool)})
+
+
+@pytest.mark.parametrize("key", BOOLEAN_KEYS)
+@pytest.mark.parametrize("text", ["maybe", "yes", "no", "1", "0", "on", "off", "", "ture", "t"])
+def test_a_boolean_is_true_or_false_and_nothing_else(key, text):
+    """Pulumi's own boolean getter takes true or false: "maybe" or "yes" must be refused with the
+    key, not read as a guess."""
+    stack = "gce-t4" if key in keys_of(GceT4ServerArgs) else "sagemaker-t4"
+    with pytest.raises(ConfigError) as caught:
+        _load(stack, f"{key}={text}")
+    assert caught.value.key == f"gemma4-t4:{key}" and "expected true or false" in str(caught.value)
+
+
+@pytest.mark.parametrize("text,value", [("true", True), ("false", False), ("True", True), ("FALSE", False)])
+def test_true_and_false_in_any_case_are_booleans(text, value):
+    assert _load("gce-t4", f"spot={text}").spot is value
+
+
+def test_another_clouds_key_left_at_its_default_is_harmless():
+    # Pulumi hands the program every key of Pulumi.yaml: defaults of the other cloud are always there.
+    assert _load("gce-t4", "instanceType=", "maxInstanceCount=0", "keepImages=false").zone == "us-west2-b"
+
+
+def test_a_secret_hf_token_on_gce_is_refused_with_the_reason():
+    with pytest.raises(ConfigError) as caught:
+        _load("gce-t4", "hfToken=AAAB", secret_keys=frozenset({"gemma4-t4:hfToken"}))
+    assert caught.value.key == "gemma4-t4:hfToken"
+    assert "the GCE guest passes no token to vLLM" in str(caught.value)
+
+
+def test_a_secret_hf_token_reaches_the_sagemaker_args_as_pulumi_gives_it():
+    args = _load("sagemaker-t4", "hfToken=AAAB", secret_keys=frozenset({"gemma4-t4:hfToken"}))
+    assert args.hf_token == "<secret hfToken>"
+    assert _load("sagemaker-t4").hf_token is None
+
+
+def test_args_are_typed_python_objects_a_program_can_build_and_that_check_themselves():
+    args = GceT4ServerArgs(machine_type="n1-standard-4", max_run_hours=8)
+    assert args.region == "us-west2" and args.machine_type == "n1-standard-4" and args.max_model_len == 16384
+    with pytest.raises(ValidationError, match="does not sell T4s"):
+        GceT4ServerArgs(zone="us-west2-a")
+    with pytest.raises(ValidationError, match="is not a GCE zone"):
+        GceT4ServerArgs.model_validate({**args.model_dump(), "zone": "x"})
+    with pytest.raises(ValidationError):  # frozen: a component's inputs do not change under it
+        args.zone = "us-central1-a"  # type: ignore[misc]
+
+
+def test_half_is_float16():
+    assert _load("gce-t4", "dtype=half").dtype == "float16"
+
+
+README_SET = re.compile(r"pulumi config set (--secret |--path )?gemma4-t4:(\w[\w.]*) ([^\s`&]+)")
+README_FLAG = re.compile(r"--config gemma4-t4:(\w[\w.]*)=(\S+)")
+PLACEHOLDER = re.compile(r"^[A-Z_]+$|\.\.\.$")
+
+
+def _readme_examples() -> list[tuple[str, str, bool]]:
+    """(key, value, secret) of every `pulumi config set` and `--config` example the README gives,
+    but the one it shows being refused and placeholders such as ZONE."""
+    text = (REPO / "README.md").read_text()
+    refused = text[text.index("A refused config exits"):text.index("### The stack config")]
+    text = text.replace(refused, "")
+    examples = [(key, value, bool(flag and "secret" in flag)) for flag, key, value in README_SET.findall(text)]
+    examples += [(key, value, False) for key, value in README_FLAG.findall(text)]
+    return [(k, v, s) for k, v, s in examples if s or not PLACEHOLDER.search(v)]
+
+
+def test_the_readme_gives_examples():
+    assert len(_readme_examples()) >= 4
+
+
+@pytest.mark.parametrize("key,value,secret", _readme_examples())
+def test_every_config_the_readme_shows_plans(run_stack, key, value, secret, tmp_path):
+    name = key.split(".")[0]
+    stacks = [s for s, model in (("gce-t4", GceT4ServerArgs), ("sagemaker-t4", SageMakerT4EndpointArgs))
+              if name in keys_of(model)]
+    for stack in stacks:
+        if secret:
+            config = plan_mod.load_stack_config(stack, [], REPO)
+            config[f"gemma4-t4:{key}"] = {"secure": "AAABAGVuY3J5cHRlZA=="}
+            plan = plan_mod.run_program(stack, config, project_dir=REPO)
+        else:
+            plan = run_stack(stack, f"{key}={value}")
+        assert plan.outputs["cloud"] == ("gce" if stack == "gce-t4" else "sagemaker")
