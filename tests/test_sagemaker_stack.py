@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-from pathlib import Path
+import sys
+import types
 
 import pytest
 import yaml
@@ -13,7 +13,9 @@ from conftest import REPO, require_tool, run
 
 from components import image_build
 from gemma4_t4 import catalog
-from gemma4_t4.plan import SECRET_PLACEHOLDER
+from gemma4_t4.core.plan import SECRET_PLACEHOLDER
+
+pytestmark = pytest.mark.components
 
 MODEL = "aws:sagemaker/model:Model"
 CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
@@ -26,9 +28,10 @@ def _policy(plan, name: str) -> dict:
 
 
 def test_variant_pins_the_driver_580_host_image_on_one_g4dn_xlarge(run_stack):
-    variant = run_stack("sagemaker-t4").one(CONFIG).inputs["productionVariants"]
+    plan = run_stack("sagemaker-t4")
+    variant = plan.one(CONFIG).inputs["productionVariants"]
     assert variant == [{
-        "variantName": "AllTraffic", "modelName": "gemma4-t4-model", "instanceType": "ml.g4dn.xlarge",
+        "variantName": "AllTraffic", "modelName": plan.one(MODEL).state["name"], "instanceType": "ml.g4dn.xlarge",
         "initialInstanceCount": 1.0, "inferenceAmiVersion": "al2023-ami-sagemaker-inference-gpu-4-1",
         "containerStartupHealthCheckTimeoutInSeconds": 900.0, "modelDataDownloadTimeoutInSeconds": 1800.0}]
 
@@ -38,7 +41,8 @@ def test_model_runs_the_built_image_by_digest_after_the_build(run_stack):
     model = plan.one(MODEL)
     assert f"{COMMAND}::gemma4-t4-image-codebuild-run" in model.options["dependsOn"]
     image = model.inputs["primaryContainer"]["image"]
-    assert image == f"123456789012.dkr.ecr.mock.amazonaws.com/gemma4-t4-image-repo@sha256:{'0' * 64}"
+    repository = plan.one("aws:ecr/repository:Repository").state
+    assert image == f"{repository['repositoryUrl']}@sha256:{'0' * 64}"
     assert plan.outputs["image_uri"] == image
 
 
@@ -48,14 +52,14 @@ def test_model_environment_is_the_serving_config_as_sm_vllm(run_stack):
         "SM_VLLM_MODEL": "google/gemma-4-E2B-it-qat-w4a16-ct",
         "SM_VLLM_SERVED_MODEL_NAME": "google/gemma-4-E2B-it-qat-w4a16-ct",
         "SM_VLLM_DTYPE": "float16", "SM_VLLM_MAX_MODEL_LEN": "8192", "SM_VLLM_GPU_MEMORY_UTILIZATION": "0.9",
-        "SM_VLLM_MAX_NUM_SEQS": "8", "SM_VLLM_LANGUAGE_MODEL_ONLY": "true"}
+        "SM_VLLM_MAX_NUM_SEQS": "8", "SM_VLLM_TENSOR_PARALLEL_SIZE": "1", "SM_VLLM_LANGUAGE_MODEL_ONLY": "true"}
 
 
 def test_execution_role_can_only_pull_this_repository_and_write_endpoint_logs(run_stack):
     plan = run_stack("sagemaker-t4")
     statements = {s["Sid"]: s for s in _policy(plan, "gemma4-t4-execution-policy")["Statement"]}
     assert set(statements) == {"EcrLogin", "PullImage", "EndpointLogs", "Metrics"}
-    assert statements["PullImage"]["Resource"] == "arn:aws:mock:::gemma4-t4-image-repo"
+    assert statements["PullImage"]["Resource"] == plan.one("aws:ecr/repository:Repository").state["arn"]
     assert statements["EndpointLogs"]["Resource"] == "arn:aws:logs:us-east-2:*:log-group:/aws/sagemaker/Endpoints/*"
     actions = [a for s in statements.values() for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
     assert not any(a.startswith(("sagemaker:", "s3:", "iam:")) or a.endswith("*") for a in actions)
@@ -65,12 +69,13 @@ def test_execution_role_can_only_pull_this_repository_and_write_endpoint_logs(ru
 
 
 def test_build_role_reads_the_context_pulls_the_base_and_pushes_only_our_repository(run_stack):
-    statements = {s["Sid"]: s for s in _policy(run_stack("sagemaker-t4"), "gemma4-t4-image-build-role-policy")["Statement"]}
-    assert statements["Context"]["Resource"] == "arn:aws:mock:::gemma4-t4-image-context/context/*"
+    plan = run_stack("sagemaker-t4")
+    statements = {s["Sid"]: s for s in _policy(plan, "gemma4-t4-image-build-role-policy")["Statement"]}
+    assert statements["Context"]["Resource"] == plan.one("aws:s3/bucket:Bucket").state["arn"] + "/context/*"
     assert statements["PullBase"]["Resource"] == "arn:aws:ecr:us-east-2:763104351884:repository/vllm"
-    assert statements["PushImage"]["Resource"] == "arn:aws:mock:::gemma4-t4-image-repo"
+    assert statements["PushImage"]["Resource"] == plan.one("aws:ecr/repository:Repository").state["arn"]
     assert "ecr:PutImage" in statements["PushImage"]["Action"]
-    assert statements["Logs"]["Resource"] == "arn:aws:mock:::gemma4-t4-image-build-logs:*"
+    assert statements["Logs"]["Resource"] == plan.one("aws:cloudwatch/logGroup:LogGroup").state["arn"] + ":*"
 
 
 def test_source_bucket_is_private_and_encrypted(run_stack):
@@ -89,6 +94,7 @@ def test_repository_scans_on_push_has_immutable_tags_and_goes_with_destroy(run_s
     assert repo.inputs["imageTagMutability"] == "IMMUTABLE"
     assert repo.inputs["imageScanningConfiguration"] == {"scanOnPush": True}
     assert repo.inputs["forceDelete"] is True and repo.options["retainOnDelete"] is False
+    assert "name" not in repo.inputs and repo.options["importId"] == ""  # auto-named, never imported
     assert plan.outputs["billing_after_destroy_usd_per_month"] == 0.0
     kept = run_stack("sagemaker-t4", "keepImages=true")
     repo = kept.one("aws:ecr/repository:Repository")
@@ -103,17 +109,16 @@ def test_codebuild_builds_privileged_from_the_uploaded_context(run_stack):
     variables = {v["name"]: v["value"] for v in project["environment"]["environmentVariables"]}
     tag = f"vllm-{catalog.PINS['vllm.sagemaker']}-sm75-{image_build.context_hash(catalog.PINS['sagemaker.base_image'])}"
     assert variables == {"BASE_IMAGE": catalog.PINS["sagemaker.base_image"],
-                         "TARGET_REPO": "123456789012.dkr.ecr.mock.amazonaws.com/gemma4-t4-image-repo",
+                         "TARGET_REPO": plan.one("aws:ecr/repository:Repository").state["repositoryUrl"],
                          "TARGET_TAG": tag}
     archive = plan.one("aws:s3/bucketObjectv2:BucketObjectv2").inputs
     assert archive["key"] == f"context/{tag}.zip"
-    assert project["source"] == {"type": "S3", "location": f"gemma4-t4-image-context-id/context/{tag}.zip"}
-    assert set(archive["source"]["archive"]) == {"Dockerfile", "buildspec.yml", "pyproject.toml",
+    bucket = plan.one("aws:s3/bucket:Bucket").state["bucket"]
+    assert project["source"] == {"type": "S3", "location": f"{bucket}/context/{tag}.zip"}
+    assert set(archive["source"]["archive"]) == {"Dockerfile", "buildspec.yml", "pyproject.toml", "sm75_gate.py",
                                                  *[f"turing_clamp/{p.name}" for p in
                                                    (REPO / "turing" / "turing_clamp").glob("*.py")]}
-    build = plan.one(COMMAND)
-    assert build.inputs["triggers"] == [tag]
-    assert build.inputs["create"] == "bash components/scripts/codebuild-run.sh"
+    assert plan.one(COMMAND).inputs["triggers"] == [tag]
 
 
 def test_a_changed_clamp_changes_the_tag_and_an_unchanged_one_does_not(tmp_path, monkeypatch):
@@ -130,21 +135,23 @@ def test_a_changed_clamp_changes_the_tag_and_an_unchanged_one_does_not(tmp_path,
 
 
 def test_outputs(run_stack):
-    out = run_stack("sagemaker-t4").outputs
-    assert out["endpoint_name"] == "gemma4-t4-endpoint" and out["region"] == "us-east-2"
+    plan = run_stack("sagemaker-t4")
+    out, endpoint = plan.outputs, plan.one("aws:sagemaker/endpoint:Endpoint").state["name"]
+    assert out["target"] == {"endpoint_name": endpoint, "region": "us-east-2"}
+    assert out["endpoint_name"] == endpoint and out["cloud"] == "sagemaker" and out["port"] == 8080
     assert out["cost_per_hour_usd"] == catalog.SAGEMAKER_PRICES["ml.g4dn.xlarge"].usd_per_hour
-    assert out["invoke_example"].startswith("aws sagemaker-runtime invoke-endpoint --region us-east-2 "
-                                            "--endpoint-name gemma4-t4-endpoint")
+    assert out["connect_command"].startswith("aws sagemaker-runtime invoke-endpoint --region us-east-2 "
+                                             f"--endpoint-name {endpoint} ")
 
 
 def test_hf_token_only_as_a_secret(run_stack, refused_stack, tmp_path):
     error, partial = refused_stack("sagemaker-t4", "hfToken=hf_plain")
     assert error.key == "gemma4-t4:hfToken" and "--secret" in str(error) and partial.resources == []
-    from gemma4_t4 import plan as plan_mod
+    from gemma4_t4.core import plan as plan_mod
 
-    config = plan_mod.load_stack_config("sagemaker-t4")
+    config = plan_mod.load_stack_config("sagemaker-t4", repo=REPO)
     config["gemma4-t4:hfToken"] = {"secure": "AAABAGVuY3J5cHRlZA=="}
-    plan = plan_mod.run_program("sagemaker-t4", config)
+    plan = plan_mod.run_program("sagemaker-t4", config, project_dir=REPO)
     # A secret inside makes the whole container a secret, as the engine stores it.
     assert plan.one(MODEL).inputs["primaryContainer"] == SECRET_PLACEHOLDER
     assert "AAABAGVuY3J5cHRlZA" not in json.dumps(plan.as_json())
@@ -157,8 +164,8 @@ REFUSED = [
     ("inferenceAmiVersion=some-ami", "gemma4-t4:inferenceAmiVersion", "gpu-4-1"),
     ("instanceType=ml.g6.xlarge", "gemma4-t4:instanceType", "allowNonT4Instance true"),
     ("startupHealthCheckTimeoutSeconds=30", "gemma4-t4:startupHealthCheckTimeoutSeconds", "900"),
-    ("startupHealthCheckTimeoutSeconds=4000", "gemma4-t4:startupHealthCheckTimeoutSeconds", "900"),
-    ("modelDataDownloadTimeoutSeconds=59", "gemma4-t4:modelDataDownloadTimeoutSeconds", "900"),
+    ("startupHealthCheckTimeoutSeconds=4000", "gemma4-t4:startupHealthCheckTimeoutSeconds", "3600"),
+    ("modelDataDownloadTimeoutSeconds=59", "gemma4-t4:modelDataDownloadTimeoutSeconds", "1800"),
     ("dtype=bfloat16", "gemma4-t4:dtype", "dtype float16"),
     ("model=google/gemma-4-26B-A4B-it-qat-w4a16-ct", "gemma4-t4:model", "allowModelOverflow true"),
     ("model=", "gemma4-t4:model", "gemma4-t4:model"),
@@ -196,15 +203,8 @@ def test_project_defaults_match_the_catalog_pins():
 
 
 def test_dockerfile_is_hadolint_clean():
-    result = run([require_tool_in_venv("hadolint"), str(REPO / "turing" / "Dockerfile")])
+    result = run([require_tool("hadolint"), str(REPO / "turing" / "Dockerfile")])
     assert result.returncode == 0, result.stdout + result.stderr
-
-
-def require_tool_in_venv(name: str) -> str:
-    import sys
-
-    candidate = Path(sys.executable).parent / name
-    return str(candidate) if candidate.exists() else require_tool(name)
 
 
 def test_dockerfile_keeps_the_entrypoint_and_gates_the_build():
@@ -212,14 +212,13 @@ def test_dockerfile_keeps_the_entrypoint_and_gates_the_build():
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
     assert lines[:2] == ["ARG BASE_IMAGE", "FROM ${BASE_IMAGE}"]
     assert not any(line.startswith(("ENTRYPOINT", "CMD")) for line in lines), "SM_VLLM_* need the base entrypoint"
-    for gate in ("-m turing_clamp check", "-m turing_clamp fit --strict", "'sm_75' in flags"):
+    for gate in ("-m turing_clamp check", "-m turing_clamp fit --strict", "sm75_gate.py ${SM75_GATE_ARGS}"):
         assert gate in text
 
 
 def test_buildspec_has_the_phases_a_push_needs():
     spec = yaml.safe_load((REPO / "turing" / "buildspec.yml").read_text())
     assert spec["version"] == 0.2
-    assert spec["env"]["exported-variables"] == ["IMAGE_DIGEST"]
     phases = spec["phases"]
     assert list(phases) == ["pre_build", "build", "post_build"]
     logins = [c for c in phases["pre_build"]["commands"] if "docker login" in c]
@@ -227,65 +226,116 @@ def test_buildspec_has_the_phases_a_push_needs():
     assert phases["build"]["commands"] == ['docker build --build-arg BASE_IMAGE="$BASE_IMAGE" --tag '
                                            '"$TARGET_REPO:$TARGET_TAG" .']
     post = "\n".join(phases["post_build"]["commands"])
-    assert 'docker push "$TARGET_REPO:$TARGET_TAG"' in post and "IMAGE_DIGEST=" in post
+    assert 'docker push "$TARGET_REPO:$TARGET_TAG"' in post
     assert all(phases[p].get("on-failure") == "ABORT" for p in phases)
 
 
-# --- codebuild-run.sh against a stand-in aws CLI -------------------------------------------------
-
-FAKE_AWS = r"""#!/bin/bash
-echo "$*" >>"$AWS_LOG"
-case "$1 $2" in
-  "ecr describe-images") [ -n "${EXISTING:-}" ] && echo "$EXISTING" || { echo "ImageNotFoundException" >&2; exit 254; } ;;
-  "codebuild start-build") echo "gemma4-t4-image-build:1234" ;;
-  "codebuild batch-get-builds")
-    if [[ "$*" == *exportedEnvironmentVariables* ]]; then echo "${DIGEST:-None}"; exit 0; fi
-    n=$(($(cat "$STATE" 2>/dev/null || echo 0) + 1)); echo "$n" >"$STATE"
-    [ "$n" -lt 3 ] && echo IN_PROGRESS || echo "$FINAL" ;;
-esac
-"""
+# --- the build step as the stack wires it ---------------------------------------------------------
 
 
-@pytest.fixture
-def fake_aws(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "aws").write_text(FAKE_AWS)
-    (bin_dir / "aws").chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "AWS_LOG": str(tmp_path / "aws.log"),
-           "STATE": str(tmp_path / "state"), "POLL_S": "0", "PROJECT": "gemma4-t4-image-build",
-           "REGION": "us-east-2", "REPOSITORY_NAME": "repo", "TAG": "vllm-0.30.0-sm75-abc",
-           "SOURCE_LOCATION": "bucket/context/x.zip"}
-
-    def call(**extra):
-        result = run(["bash", str(REPO / "components" / "scripts" / "codebuild-run.sh")], env={**env, **extra})
-        log = (tmp_path / "aws.log").read_text() if (tmp_path / "aws.log").exists() else ""
-        return result, log
-
-    return call
+def _build_env(plan) -> dict:
+    return plan.one(COMMAND, "gemma4-t4-image-codebuild-run").inputs["environment"]
 
 
-def test_build_success_prints_the_digest(fake_aws):
-    result, log = fake_aws(FINAL="SUCCEEDED", DIGEST="sha256:" + "a" * 64)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "sha256:" + "a" * 64
-    assert "--source-location-override bucket/context/x.zip" in log
+def test_build_step_runs_with_the_project_venv_after_the_role_policy(run_stack):
+    plan = run_stack("sagemaker-t4")
+    build = plan.one(COMMAND, "gemma4-t4-image-codebuild-run")
+    assert build.inputs["create"] == ".venv/bin/python -m components.scripts.codebuild_run"
+    project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
+    assert build.inputs["create"].startswith(project["runtime"]["options"]["virtualenv"] + "/bin/python ")
+    assert f"{POLICY}::gemma4-t4-image-build-role-policy" in build.options["dependsOn"]
+    request = json.loads(_build_env(plan)["GEMMA4_T4_BUILD"])
+    policy = plan.find(POLICY, "gemma4-t4-image-build-role-policy")[0].state
+    role = plan.find("aws:iam/role:Role", "gemma4-t4-image-build-role")[0].state
+    assert request["policy_name"] == policy["name"] and request["role_name"] == role["name"]
+    assert request["base_digest_pin"] == catalog.PINS["sagemaker.base_image_digest"]
+    assert request["repository"] == plan.one("aws:ecr/repository:Repository").state["name"]
 
 
-def test_build_failure_fails_with_build_id_and_log_link(fake_aws):
-    result, _ = fake_aws(FINAL="FAILED")
-    assert result.returncode == 1 and result.stdout == ""
-    assert "gemma4-t4-image-build:1234 ended FAILED" in result.stderr
-    assert ("https://us-east-2.console.aws.amazon.com/codesuite/codebuild/projects/gemma4-t4-image-build/build/"
-            "gemma4-t4-image-build%3A1234/log?region=us-east-2") in result.stderr
+def test_build_step_gets_only_the_region_when_the_stack_sets_nothing_else(run_stack):
+    env = _build_env(run_stack("sagemaker-t4"))
+    assert {k: v for k, v in env.items() if k != "GEMMA4_T4_BUILD"} == {"AWS_REGION": "us-east-2"}
 
 
-def test_success_without_a_digest_is_a_failure(fake_aws):
-    result, _ = fake_aws(FINAL="SUCCEEDED")
-    assert result.returncode == 1 and "exported no image digest" in result.stderr
+def test_build_step_gets_the_providers_profile_keys_role_and_endpoints(run_stack):
+    settings = ("sagemaker-t4", "aws:region=eu-west-1", "aws:profile=gemma",
+                'aws:assumeRoles=[{"roleArn": "arn:aws:iam::210987654321:role/deployer", "sessionName": "ci", '
+                '"externalId": "x"}]', 'aws:endpoints=[{"ecr": "http://127.0.0.1:5000"}]',
+                'aws:sharedCredentialsFiles=["/home/me/.aws/creds"]')
+    env = _build_env(run_stack(*settings))
+    assert env["AWS_REGION"] == "eu-west-1" and env["AWS_PROFILE"] == "gemma"
+    assert "AWS_ACCESS_KEY_ID" not in env
+    # Static keys make the environment a secret in the state, as the provider keeps them.
+    assert _build_env(run_stack(*settings, "aws:accessKey=AKIA0", "aws:secretKey=s3cret")) == SECRET_PLACEHOLDER
+    assert json.loads(env["GEMMA4_T4_ASSUME_ROLES"]) == [
+        {"roleArn": "arn:aws:iam::210987654321:role/deployer", "sessionName": "ci", "externalId": "x"}]
+    assert env["AWS_ENDPOINT_URL_ECR"] == "http://127.0.0.1:5000"
+    assert env["AWS_SHARED_CREDENTIALS_FILE"] == "/home/me/.aws/creds"
 
 
-def test_an_existing_tag_is_reused_not_rebuilt(fake_aws):
-    result, log = fake_aws(EXISTING="sha256:" + "b" * 64, FINAL="FAILED")
-    assert result.returncode == 0 and result.stdout.strip() == "sha256:" + "b" * 64
-    assert "start-build" not in log
+def test_no_aws_cli_and_no_shell_script_left():
+    assert not (REPO / "components" / "scripts" / "codebuild-run.sh").exists()
+    step = (REPO / "components" / "scripts" / "codebuild_run.py").read_text()
+    assert "subprocess" not in step and '"aws"' not in step
+
+
+def test_digest_is_not_exported_from_the_buildspec():
+    spec = yaml.safe_load((REPO / "turing" / "buildspec.yml").read_text())
+    assert "exported-variables" not in spec["env"]
+
+
+# --- keepImages: the kept repository is found again ---------------------------------------------------
+
+
+def test_kept_images_live_in_a_fixed_repository_that_survives_destroy(run_stack):
+    repo = run_stack("sagemaker-t4", "keepImages=true").one("aws:ecr/repository:Repository")
+    assert repo.inputs["name"] == "gemma4-t4/sagemaker-t4"
+    assert repo.options["retainOnDelete"] is True and repo.inputs["forceDelete"] is False
+
+
+def test_the_next_up_adopts_the_kept_repository(run_stack, monkeypatch):
+    """After a destroy kept it, the repository exists but is not in the state: the program imports
+    it (a no-op once it is in the state), so its image is found by tag and not rebuilt."""
+    looked_up = []
+    monkeypatch.setattr(image_build, "kept_repository_exists", lambda name: looked_up.append(name) or True)
+    plan = run_stack("sagemaker-t4", "keepImages=true")
+    assert looked_up == ["gemma4-t4/sagemaker-t4"]
+    repo = plan.one("aws:ecr/repository:Repository")
+    assert repo.options["importId"] == repo.state["name"] == "gemma4-t4/sagemaker-t4"
+    request = json.loads(_build_env(plan)["GEMMA4_T4_BUILD"])
+    assert request["repository"] == "gemma4-t4/sagemaker-t4"
+
+
+def test_a_missing_kept_repository_is_created(run_stack, monkeypatch):
+    monkeypatch.setattr(image_build, "kept_repository_exists", lambda name: False)
+    repo = run_stack("sagemaker-t4", "keepImages=true").one("aws:ecr/repository:Repository")
+    assert repo.inputs["name"] == "gemma4-t4/sagemaker-t4" and repo.options["importId"] == ""
+
+
+# --- the gate's verdicts on the torch builds it can meet ------------------------------------------------
+
+
+def _gate():
+    sys.path.insert(0, str(REPO / "turing"))
+    try:
+        import sm75_gate
+    finally:
+        sys.path.pop(0)
+    return sm75_gate
+
+
+def _torch(version: str, cuda: str | None, arch: str = "") -> types.SimpleNamespace:
+    return types.SimpleNamespace(__version__=version, version=types.SimpleNamespace(cuda=cuda),
+                                 _C=types.SimpleNamespace(_cuda_getArchFlags=lambda: arch))
+
+
+@pytest.mark.parametrize("torch,allow,ok,words", [
+    (_torch("2.13.0+cu130", "13.0", "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"), False, True, "arch: sm_75 sm_80"),
+    (_torch("2.13.0+cu130", "13.0", "sm_80 sm_86 sm_90"), False, False, "has no sm_75 kernels"),
+    (_torch("2.13.0+cu130", "13.0", "sm_80 sm_86 sm_90"), True, False, "cannot run on a Tesla T4"),
+    (_torch("2.13.0+cpu", None), False, False, "NOT CHECKED"),
+    (_torch("2.13.0+cpu", None), True, True, "allowed: --allow-cpu-torch"),
+])
+def test_gate_verdicts(torch, allow, ok, words):
+    verdict, message = _gate().verdict(torch, allow)
+    assert verdict is ok and words in message

@@ -1,0 +1,230 @@
+"""The image build step, run by `pulumi up` (a pulumi_command local Command) with boto3.
+
+It runs with the AWS settings of the stack's Pulumi AWS provider (aws:region, aws:profile,
+aws:accessKey/secretKey/token, aws:assumeRole(s), aws:endpoints), handed over in its environment
+by components/image_build.py, so the build is looked for in the account the resources are made
+in; no AWS CLI is needed. Prints the image digest on stdout; everything else goes to stderr.
+
+1. An image with this tag already in the repository (immutable tags: same context, same image)
+   is reused, not rebuilt.
+2. The base image is resolved to its digest and checked against the pin; CodeBuild builds from
+   exactly that digest.
+3. The build role's inline policy must exist before the build starts, and a build refused in its
+   first phases for lack of permissions (IAM is eventually consistent) is started again.
+4. On success the digest is read from ECR by tag. A failed build exits 1 with its id, the phase
+   that failed, its message and the log link, which fails `pulumi up`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.exceptions import BotoCoreError, ClientError
+
+SETTINGS_ENV = "GEMMA4_T4_BUILD"  # JSON: BuildRequest's fields
+ASSUME_ROLES_ENV = "GEMMA4_T4_ASSUME_ROLES"  # JSON list: the provider's aws:assumeRole(s), in order
+EARLY_PHASES = ("SUBMITTED", "QUEUED", "PROVISIONING", "DOWNLOAD_SOURCE")
+PERMISSION_WORDS = ("AccessDenied", "not authorized", "Access Denied", "403")
+FAILED = ("FAILED", "FAULT", "TIMED_OUT", "STOPPED")
+MANIFEST_TYPES = ["application/vnd.docker.distribution.manifest.v2+json",
+                  "application/vnd.docker.distribution.manifest.list.v2+json",
+                  "application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json"]
+
+
+class BuildError(RuntimeError):
+    """The build did not produce an image: the message says which build, where and why."""
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    project: str
+    repository: str
+    tag: str
+    source_location: str
+    base_image: str
+    base_digest_pin: str  # "" = no pin; else the digest (or its recorded leading part) the base must have
+    role_name: str
+    policy_name: str
+
+
+@dataclass(frozen=True)
+class Timing:
+    timeout_s: float = 5400
+    poll_s: float = 20
+    policy_wait_s: float = 120
+    retry_wait_s: float = 30
+    permission_retries = 3
+
+    @classmethod
+    def from_env(cls, env: dict[str, str]) -> Timing:
+        names = {"timeout_s": "TIMEOUT_S", "poll_s": "POLL_S", "policy_wait_s": "POLICY_WAIT_S",
+                 "retry_wait_s": "RETRY_WAIT_S"}
+        return cls(**{field: float(env[var]) for field, var in names.items() if var in env})
+
+
+def say(message: str) -> None:
+    print(f"codebuild-run: {message}", file=sys.stderr, flush=True)
+
+
+def session_from_env(env: dict[str, str]) -> boto3.session.Session:
+    """The provider's credentials: boto3 reads the keys, profile, region and endpoint URLs from the
+    environment as the provider does; then each role of aws:assumeRole(s) is assumed in turn."""
+    session = boto3.session.Session(profile_name=env.get("AWS_PROFILE") or None,
+                                    region_name=env.get("AWS_REGION") or None)
+    for role in json.loads(env.get(ASSUME_ROLES_ENV) or "[]"):
+        kwargs: dict[str, Any] = {"RoleArn": role["roleArn"],
+                                  "RoleSessionName": role.get("sessionName") or "gemma4-t4-image-build"}
+        if role.get("externalId"):
+            kwargs["ExternalId"] = role["externalId"]
+        credentials = session.client("sts").assume_role(**kwargs)["Credentials"]
+        session = boto3.session.Session(aws_access_key_id=credentials["AccessKeyId"],
+                                        aws_secret_access_key=credentials["SecretAccessKey"],
+                                        aws_session_token=credentials["SessionToken"],
+                                        region_name=session.region_name)
+    return session
+
+
+def existing_digest(ecr, repository: str, tag: str) -> str | None:
+    try:
+        images = ecr.describe_images(repositoryName=repository, imageIds=[{"imageTag": tag}])["imageDetails"]
+    except ecr.exceptions.ImageNotFoundException:
+        return None
+    return images[0]["imageDigest"] if images else None
+
+
+def split_image(image: str) -> tuple[str, str, str, str]:
+    """(account, region, repository, tag or digest) of ACCOUNT.dkr.ecr.REGION.amazonaws.com/REPO[:TAG][@DIGEST]."""
+    registry, _, path = image.partition("/")
+    account, _, _, region, *_ = registry.split(".")
+    name, _, digest = path.partition("@")
+    repository, _, tag = name.partition(":")
+    return account, region, repository, digest or tag
+
+
+def pinned_base(session, image: str, pin: str) -> str:
+    """REGISTRY/REPO@sha256:... for the base image; refused unless its digest matches the pin."""
+    account, region, repository, reference = split_image(image)
+    if reference.startswith("sha256:"):
+        digest = reference
+    else:
+        ecr = session.client("ecr", region_name=region)
+        found = ecr.batch_get_image(registryId=account, repositoryName=repository,
+                                    imageIds=[{"imageTag": reference}], acceptedMediaTypes=MANIFEST_TYPES)
+        if not found["images"]:
+            failure = (found.get("failures") or [{}])[0]
+            raise BuildError(f"base image {image} not found ({failure.get('failureCode', 'no image')}: "
+                             f"{failure.get('failureReason', '')})")
+        digest = found["images"][0]["imageId"]["imageDigest"]
+    if pin and not digest.startswith(pin):
+        raise BuildError(f"base image {image} is now {digest}, not the pinned {pin}: the tag was republished. "
+                         f"Review the new image, then pin it: pulumi config set gemma4-t4:baseImage "
+                         f"{image.split('@')[0]}@{digest}")
+    return f"{image.split('/')[0]}/{repository}@{digest}"
+
+
+def wait_for_policy(iam, request: BuildRequest, timing: Timing) -> None:
+    deadline = time.monotonic() + timing.policy_wait_s
+    while True:
+        try:
+            iam.get_role_policy(RoleName=request.role_name, PolicyName=request.policy_name)
+            return
+        except iam.exceptions.NoSuchEntityException:
+            if time.monotonic() > deadline:
+                raise BuildError(f"the build role {request.role_name} has no policy {request.policy_name} after "
+                                 f"{timing.policy_wait_s:.0f}s: the build would fail with AccessDenied") from None
+            time.sleep(timing.poll_s)
+
+
+def log_link(build: dict[str, Any], region: str) -> str:
+    link = (build.get("logs") or {}).get("deepLink")
+    if link:
+        return link
+    project, _, run = build["id"].partition(":")
+    return (f"https://{region}.console.aws.amazon.com/codesuite/codebuild/projects/{project}/build/"
+            f"{project}%3A{run}/log?region={region}")
+
+
+def failed_phase(build: dict[str, Any]) -> tuple[str, str]:
+    """(phase type, its messages) of the phase that failed, else the current phase and ""."""
+    for phase in build.get("phases") or []:
+        if phase.get("phaseStatus") in FAILED:
+            messages = [": ".join(filter(None, (c.get("statusCode"), c.get("message"))))
+                        for c in phase.get("contexts") or []]
+            return phase["phaseType"], "; ".join(filter(None, messages))
+    return build.get("currentPhase", "unknown"), ""
+
+
+def run_build(codebuild, request: BuildRequest, base: str, timing: Timing, region: str) -> dict[str, Any]:
+    """Start the build and wait for it; a permission failure in the early phases is retried."""
+    for attempt in range(1, timing.permission_retries + 1):
+        build = codebuild.start_build(
+            projectName=request.project, sourceLocationOverride=request.source_location,
+            environmentVariablesOverride=[{"name": "BASE_IMAGE", "value": base, "type": "PLAINTEXT"}])["build"]
+        say(f"started {build['id']} (attempt {attempt}); log: {log_link(build, region)}")
+        started = time.monotonic()
+        while build.get("buildStatus", "IN_PROGRESS") == "IN_PROGRESS":
+            if time.monotonic() - started > timing.timeout_s:
+                raise BuildError(f"build {build['id']} still running after {timing.timeout_s:.0f}s in phase "
+                                 f"{build.get('currentPhase')}; log: {log_link(build, region)}")
+            time.sleep(timing.poll_s)
+            build = codebuild.batch_get_builds(ids=[build["id"]])["builds"][0]
+        if build["buildStatus"] == "SUCCEEDED":
+            return build
+        phase, message = failed_phase(build)
+        refused = phase in EARLY_PHASES and any(word in message for word in PERMISSION_WORDS)
+        if not refused or attempt == timing.permission_retries:
+            raise BuildError(f"build {build['id']} {build['buildStatus']} in phase {phase}"
+                             f"{': ' + message if message else ''}; log: {log_link(build, region)}")
+        say(f"build {build['id']} was refused in {phase} ({message}): the role's permissions may not have "
+            f"propagated yet; starting it again in {timing.retry_wait_s:.0f}s")
+        time.sleep(timing.retry_wait_s)
+    raise AssertionError("unreachable: the last attempt returns or raises")
+
+
+def main(env: dict[str, str] | None = None) -> int:
+    env = dict(os.environ if env is None else env)
+    try:
+        request = BuildRequest(**json.loads(env[SETTINGS_ENV]))
+    except (KeyError, TypeError, ValueError) as err:
+        say(f"{SETTINGS_ENV} is missing or malformed ({err}): this step is run by `pulumi up`")
+        return 2
+    timing = Timing.from_env(env)
+    started = time.monotonic()
+    try:
+        session = session_from_env(env)
+        region = session.region_name
+        if not region:
+            raise BuildError("no AWS region: pulumi config set aws:region us-east-2")
+        ecr = session.client("ecr")
+        digest = existing_digest(ecr, request.repository, request.tag)
+        if digest:
+            say(f"{request.repository}:{request.tag} already built ({digest}): not rebuilding")
+            print(digest)
+            return 0
+        base = pinned_base(session, request.base_image, request.base_digest_pin)
+        say(f"base image: {base}")
+        wait_for_policy(session.client("iam"), request, timing)
+        build = run_build(session.client("codebuild"), request, base, timing, region)
+        digest = existing_digest(ecr, request.repository, request.tag)
+        if not digest:
+            raise BuildError(f"build {build['id']} succeeded but {request.repository} has no image tagged "
+                             f"{request.tag}; log: {log_link(build, region)}")
+    except BuildError as err:
+        say(str(err))
+        return 1
+    except (BotoCoreError, ClientError) as err:
+        say(f"AWS: {err}")
+        return 1
+    say(f"built {request.repository}:{request.tag} @ {digest} in {time.monotonic() - started:.0f}s")
+    print(digest)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

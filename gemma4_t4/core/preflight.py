@@ -1,0 +1,279 @@
+"""`gemma4-t4 preflight STACK`: can `pulumi up` work in this account, before it is tried?
+
+What the stack needs is read off its plan (the real program under mocks): the zone, the T4s per
+VM, the instance type, the instances it starts with and the most autoscaling may run.
+GCE: the region's NVIDIA_T4_GPUS and the project's GPUS_ALL_REGIONS quota (limit - usage), and
+whether the zone offers the T4 (which zones of the region do). SageMaker: the account's
+"<instance type> for endpoint usage" quota (the applied value, else AWS's default) against the
+instances that endpoints hold now and the most the stack may run; and, when the stack's endpoint
+already runs, whether an update fits, since a changed endpoint holds the old and the new fleet at
+once. `capacity.py` asks the same of every region.
+The decisions are pure functions of the API responses (as dicts), tested on recorded ones; the
+fetch functions only call the clouds' own client libraries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..catalog import SAGEMAKER_STACK_TAG
+from . import plan as offline
+from .targets import TargetError
+
+
+class PreflightError(TargetError):
+    """The checks could not run (no credentials, no project, an API error): the message says why."""
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    warning: bool = False  # ok, but something the user should know before `pulumi up`
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What the stack's program would create, as far as quotas and capacity go."""
+
+    cloud: str
+    region: str
+    zone: str = ""  # GCE
+    accelerator: str = ""  # GCE
+    gpus: int = 1  # GCE: T4s on the VM
+    instance_type: str = ""  # SageMaker
+    instances: int = 1  # SageMaker: what the endpoint starts with
+    most: int = 1  # SageMaker: the most autoscaling may run (= instances without it)
+
+
+def needs_of(result: offline.Plan, config: dict[str, Any]) -> Needs:
+    """Read off the stack's plan: the resources as the program registers them."""
+    if result.find("gcp:compute/instance:Instance"):
+        vm = result.one("gcp:compute/instance:Instance").inputs
+        accelerator = vm["guestAccelerators"][0]
+        return Needs("gce", vm["zone"].rsplit("-", 1)[0], zone=vm["zone"], accelerator=accelerator["type"],
+                     gpus=int(accelerator["count"]))
+    variant = result.one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").inputs["productionVariants"][0]
+    instances = int(variant["initialInstanceCount"])
+    scaling = result.find("aws:appautoscaling/target:Target")
+    most = int(scaling[0].inputs["maxCapacity"]) if scaling else instances
+    return Needs("sagemaker", str(config.get("aws:region") or "").strip(), instance_type=variant["instanceType"],
+                 instances=instances, most=most)
+
+
+# --- decisions -----------------------------------------------------------------------------------
+
+
+def _quota(quotas: Iterable[dict[str, Any]], metric: str) -> dict[str, Any] | None:
+    return next((q for q in quotas if q.get("metric") == metric), None)
+
+
+def _quota_check(name: str, quota: dict[str, Any] | None, needed: int, where: str, fix_where: str) -> Check:
+    if quota is None:
+        return Check(name, False, f"no {name} quota reported for {where}",
+                     f"check IAM & Admin > Quotas for {fix_where}")
+    limit, usage = float(quota.get("limit", 0)), float(quota.get("usage", 0))
+    free = limit - usage
+    detail = f"limit {limit:g}, in use {usage:g}, free {free:g} in {where}"
+    if free >= needed:
+        return Check(name, True, detail)
+    why = " (new projects start at 0)" if limit == 0 else ""
+    return Check(name, False, detail + why,
+                 f"request a {name} quota of at least {usage + needed:g} for {fix_where} (IAM & Admin > Quotas)")
+
+
+def gce_checks(region: str, zone: str, accelerator: str, gpus: int, region_doc: dict[str, Any],
+               project_doc: dict[str, Any], zones_offering: list[str]) -> list[Check]:
+    """region_doc: regions.get; project_doc: projects.get; zones_offering: zones of the region
+    that list ``accelerator`` in acceleratorTypes."""
+    checks = [
+        _quota_check("NVIDIA_T4_GPUS", _quota(region_doc.get("quotas", []), "NVIDIA_T4_GPUS"), gpus,
+                     f"region {region}", f"region {region}"),
+        _quota_check("GPUS_ALL_REGIONS", _quota(project_doc.get("quotas", []), "GPUS_ALL_REGIONS"), gpus,
+                     "the project", "the project (global)"),
+    ]
+    if zone in zones_offering:
+        checks.append(Check(f"{accelerator} in {zone}", True,
+                            f"offered (also in: {', '.join(sorted(zones_offering))})"))
+    elif zones_offering:
+        checks.append(Check(f"{accelerator} in {zone}", False, f"{zone} does not offer {accelerator}",
+                            f"pulumi config set gemma4-t4:zone {sorted(zones_offering)[0]} "
+                            f"(offered in {', '.join(sorted(zones_offering))})"))
+    else:
+        checks.append(Check(f"{accelerator} in {zone}", False, f"no zone of {region} offers {accelerator}",
+                            "pick another region's zone, e.g. pulumi config set gemma4-t4:zone us-central1-a"))
+    return checks
+
+
+def endpoint_quota_name(instance_type: str) -> str:
+    return f"{instance_type} for endpoint usage"
+
+
+# Endpoints in these states hold no instances.
+SAGEMAKER_IDLE_STATUSES = ("Failed",)
+
+
+@dataclass(frozen=True)
+class EndpointQuota:
+    name: str
+    code: str
+    value: float
+    applied: bool  # False: no value applied to the account, AWS's default holds
+
+
+def sagemaker_checks(region: str, instance_type: str, instances: int, quota: EndpointQuota | None,
+                     in_use: int, own_fleet: int | None, most: int | None = None) -> list[Check]:
+    """quota: the account's "<type> for endpoint usage" (None: SageMaker does not offer the type in
+    the region); in_use: instances of the type held by the account's endpoints in the region;
+    own_fleet: those held by this stack's endpoint (None: the stack has none yet); instances: what
+    the endpoint starts with; most: the most autoscaling may run it at (None: no autoscaling)."""
+    name = endpoint_quota_name(instance_type)
+    if quota is None:
+        return [Check(name, False, f"no such quota in {region}: SageMaker does not offer {instance_type} here",
+                      "choose a region that lists it (Service Quotas > Amazon SageMaker)")]
+    limit = int(quota.value)
+    free = limit - in_use
+    source = "applied" if quota.applied else "AWS default; nothing applied to this account"
+    detail = f"limit {limit} ({source}), in use {in_use}, free {free} in {region}"
+    most = most or instances
+
+    def request(total: int) -> str:
+        return (f"request \"{name}\" = {total} in {region} (Service Quotas > Amazon SageMaker, "
+                f"quota code {quota.code})")
+
+    others = in_use - (own_fleet or 0)
+    checks = []
+    if own_fleet is None and free < instances:
+        return [Check(name, False, detail, request(in_use + instances))]
+    checks.append(Check(name, True, detail + (f"; this stack's endpoint holds {own_fleet}"
+                                              if own_fleet is not None else "")))
+    if most > instances:
+        scaling = "autoscaling to maxInstanceCount"
+        if limit - others >= most:
+            checks.append(Check(scaling, True, f"{most} x {instance_type} fit beside the {others} other endpoints "
+                                               f"hold ({others + most} of {limit})"))
+        else:
+            checks.append(Check(scaling, True, f"the endpoint starts, but scales out to {limit - others} of {most}: "
+                                               f"Application Auto Scaling is refused beyond the quota",
+                                request(others + most), warning=True))
+    if own_fleet is not None:
+        # The old fleet keeps serving (and, autoscaled, may grow to its most) until the new one is up.
+        old = max(own_fleet, most) if most > instances else own_fleet
+        need = others + old + instances
+        update = "update of this stack's endpoint"
+        if need <= limit:
+            checks.append(Check(update, True, f"a changed endpoint holds both fleets ({old} + {instances}): "
+                                              f"{need} of {limit} fit"))
+        else:
+            checks.append(Check(update, True, f"a change to the endpoint (any serving or instance setting) holds the "
+                                              f"old and the new fleet at once: it needs {need} {instance_type}, the "
+                                              f"limit is {limit}, so it would fail; an up that changes nothing else "
+                                              "is fine", request(need), warning=True))
+    return checks
+
+
+# --- fetching (the clouds' own client libraries) -------------------------------------------------------
+
+
+def fetch_gce(project: str, region: str, accelerator: str) -> tuple[dict, dict, list[str]]:
+    try:
+        from google.api_core import exceptions as gexc
+        from google.auth import exceptions as auth_exc
+        from google.cloud import compute_v1
+    except ImportError:
+        raise PreflightError("google-cloud-compute is not installed: pip install google-cloud-compute") from None
+    try:
+        region_msg = compute_v1.RegionsClient().get(project=project, region=region)
+        project_msg = compute_v1.ProjectsClient().get(project=project)
+        zones = [z.rsplit("/", 1)[-1] for z in region_msg.zones]
+        offering = []
+        for zone in zones:
+            listed = compute_v1.AcceleratorTypesClient().list(project=project, zone=zone)
+            if any(a.name == accelerator for a in listed):
+                offering.append(zone)
+    except auth_exc.DefaultCredentialsError:
+        raise PreflightError("no Google credentials: gcloud auth application-default login") from None
+    except gexc.GoogleAPICallError as err:
+        raise PreflightError(f"Compute Engine API: {err.message}") from None
+    return (type(region_msg).to_dict(region_msg), type(project_msg).to_dict(project_msg), offering)
+
+
+def fetch_sagemaker(region: str, instance_type: str, stack: str) -> tuple[EndpointQuota | None, int, int | None]:
+    """(the endpoint quota, instances of the type in use, those of this stack's endpoint or None)."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    session = boto3.session.Session(region_name=region)
+    if session.get_credentials() is None:
+        raise PreflightError("no AWS credentials: run `aws configure` or `aws sso login`, or set AWS_PROFILE")
+    try:
+        return (_endpoint_quota(session.client("service-quotas"), instance_type),
+                *_instances_in_use(session.client("sagemaker"), instance_type, stack))
+    except (BotoCoreError, ClientError) as err:
+        raise PreflightError(f"AWS: {err}") from None
+
+
+def _endpoint_quota(quotas, instance_type: str) -> EndpointQuota | None:
+    """ListServiceQuotas leaves out quotas with no value applied to the account, so the quota is
+    found among AWS's defaults, then its applied value asked for by code."""
+    name = endpoint_quota_name(instance_type)
+    default = next((q for page in quotas.get_paginator("list_aws_default_service_quotas").paginate(
+        ServiceCode="sagemaker") for q in page["Quotas"] if q["QuotaName"] == name), None)
+    if default is None:
+        return None
+    try:
+        applied = quotas.get_service_quota(ServiceCode="sagemaker", QuotaCode=default["QuotaCode"])["Quota"]
+        return EndpointQuota(name, default["QuotaCode"], float(applied["Value"]), True)
+    except quotas.exceptions.NoSuchResourceException:
+        return EndpointQuota(name, default["QuotaCode"], float(default["Value"]), False)
+
+
+def _instances_in_use(sagemaker, instance_type: str, stack: str) -> tuple[int, int | None]:
+    in_use, own = 0, None
+    for page in sagemaker.get_paginator("list_endpoints").paginate():
+        for summary in page["Endpoints"]:
+            if summary["EndpointStatus"] in SAGEMAKER_IDLE_STATUSES:
+                continue
+            endpoint = sagemaker.describe_endpoint(EndpointName=summary["EndpointName"])
+            config = sagemaker.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
+            types = {v["VariantName"]: v.get("InstanceType") for v in config["ProductionVariants"]}
+            running = {v["VariantName"]: max(v.get("CurrentInstanceCount", 0), v.get("DesiredInstanceCount", 0))
+                       for v in endpoint.get("ProductionVariants", [])}
+            held = sum(running.get(v["VariantName"], v.get("InitialInstanceCount", 0))
+                       for v in config["ProductionVariants"] if types[v["VariantName"]] == instance_type)
+            in_use += held
+            tags = sagemaker.list_tags(ResourceArn=endpoint["EndpointArn"]).get("Tags", [])
+            if {"Key": SAGEMAKER_STACK_TAG, "Value": stack} in tags:
+                own = held
+    return in_use, own
+
+
+def gcp_project(config: dict[str, Any], project: str | None) -> str:
+    project = project or config.get("gcp:project")
+    if not project:
+        raise PreflightError("no GCP project: pulumi config set gcp:project PROJECT (or --project)")
+    return str(project)
+
+
+def aws_region(needs: Needs) -> str:
+    if not needs.region:
+        raise PreflightError("no AWS region: pulumi config set aws:region us-east-2")
+    return needs.region
+
+
+def run(stack: str, config: dict[str, Any], project: str | None = None,
+        result: offline.Plan | None = None) -> list[Check]:
+    """The checks for STACK, with its config as the plan assembles it (``result``: the plan of that
+    config, run here if not given)."""
+    needs = needs_of(result or offline.run_program(stack, config), config)
+    if needs.cloud == "gce":
+        region_doc, project_doc, offering = fetch_gce(gcp_project(config, project), needs.region, needs.accelerator)
+        return gce_checks(needs.region, needs.zone, needs.accelerator, needs.gpus, region_doc, project_doc, offering)
+    region = aws_region(needs)
+    quota, in_use, own = fetch_sagemaker(region, needs.instance_type, stack)
+    return sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use, own,
+                            needs.most if needs.most > needs.instances else None)

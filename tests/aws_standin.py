@@ -1,0 +1,233 @@
+"""AWS on loopback for the tests: moto's server, plus the few stand-ins for what moto does not do.
+
+Every call the code under test makes goes over HTTP to moto's server (ThreadedMotoServer on
+127.0.0.1, a free port), signed by botocore as for AWS. What moto does not emulate is filled in
+here, in its own process, on its backends:
+- CodeBuild: moto records projects and builds but never builds (every build "SUCCEEDED" at the
+  first look, overrides dropped). `CodeBuildWorker` plays the build: it records the overrides,
+  keeps the build IN_PROGRESS for a few polls, then pushes the image into moto's ECR or fails in
+  a chosen phase with CodeBuild's context message.
+- ECR: moto keeps every repository in the caller's account (registryId is ignored), so the AWS
+  base image registry is a repository of the caller's account here.
+- Service Quotas: moto knows only the VPC quotas; `add_sagemaker_quotas` adds SageMaker's
+  (default values, and applied values where a test sets them).
+- EventBridge Scheduler: moto stores schedules but never fires them; `fire_schedule` does what
+  the service does at the schedule's time for a universal target: the target's SDK call with the
+  schedule's role (its inline policy must allow it), the retry policy, then the dead-letter queue.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+import threading
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+from moto.server import ThreadedMotoServer
+
+ACCOUNT = "123456789012"  # moto's default account
+REGION = "us-east-2"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+
+
+class MotoAws:
+    def __init__(self) -> None:
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.server.start()
+        host, port = self.server.get_host_and_port()
+        self.url = f"http://{host}:{port}"
+
+    def reset(self) -> None:
+        urllib.request.urlopen(urllib.request.Request(f"{self.url}/moto-api/reset", method="POST"), timeout=10)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment a process needs to reach this server as AWS (and nothing else)."""
+        return {"AWS_ENDPOINT_URL": self.url, "AWS_REGION": REGION, **CREDENTIALS,
+                "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null", **extra}
+
+    def client(self, service: str, **kwargs: Any):
+        session = boto3.session.Session(aws_access_key_id=kwargs.pop("key", "testing"),
+                                        aws_secret_access_key=kwargs.pop("secret", "testing"),
+                                        aws_session_token=kwargs.pop("token", None), region_name=REGION)
+        return session.client(service, endpoint_url=self.url, **kwargs)
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def _backend(service: str, account: str = ACCOUNT, region: str = REGION):
+    from moto.backends import get_backend
+
+    return get_backend(service)[account][region]
+
+
+# --- CodeBuild ------------------------------------------------------------------------------------
+
+
+def manifest(tag: str) -> str:
+    """A small image manifest; moto's digest is the sha256 of this text, like a registry's."""
+    return json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+                       "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 2,
+                                  "digest": "sha256:" + "c" * 64}, "layers": [], "annotations": {"tag": tag}})
+
+
+@dataclass
+class Outcome:
+    """What one build does: after ``polls`` looks, succeed (pushing ``push`` = (repository, tag))
+    or fail in ``phase`` with ``message``."""
+    status: str = "SUCCEEDED"
+    phase: str = ""
+    message: str = ""
+    polls: int = 2
+    push: tuple[str, str] | None = None
+
+
+@dataclass
+class CodeBuildWorker:
+    outcomes: list[Outcome] = field(default_factory=list)
+    started: list[dict[str, Any]] = field(default_factory=list)  # each start_build request as sent
+    _polls: dict[str, int] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def install(self, monkeypatch) -> None:
+        from moto.codebuild.models import CodeBuildBackend
+        from moto.codebuild.responses import CodeBuildResponse
+
+        worker, original_start = self, CodeBuildResponse.start_build
+
+        def start_build(response_self):
+            worker.started.append(json.loads(response_self.body))
+            return original_start(response_self)
+
+        def batch_get_builds(backend_self, ids):
+            builds = [b for history in backend_self.build_metadata_history.values() for b in history if b["id"] in ids]
+            for build in builds:
+                worker._advance(backend_self, build)
+            return builds
+
+        monkeypatch.setattr(CodeBuildResponse, "start_build", start_build)
+        monkeypatch.setattr(CodeBuildBackend, "batch_get_builds", batch_get_builds)
+
+    def _advance(self, backend, build: dict[str, Any]) -> None:
+        with self._lock:
+            polls = self._polls[build["id"]] = self._polls.get(build["id"], 0) + 1
+            index = list(self._polls).index(build["id"])
+        outcome = self.outcomes[min(index, len(self.outcomes) - 1)]
+        if build["buildStatus"] != "IN_PROGRESS" or polls < outcome.polls:
+            build["currentPhase"] = "BUILD"
+            return
+        phases = ["SUBMITTED", "QUEUED", "PROVISIONING", "DOWNLOAD_SOURCE", "INSTALL", "PRE_BUILD", "BUILD",
+                  "POST_BUILD"]
+        build["phases"] = []
+        for phase in phases:
+            if outcome.status != "SUCCEEDED" and phase == outcome.phase:
+                build["phases"].append({"phaseType": phase, "phaseStatus": outcome.status,
+                                        "contexts": [{"statusCode": "CLIENT_ERROR", "message": outcome.message}]})
+                break
+            build["phases"].append({"phaseType": phase, "phaseStatus": "SUCCEEDED"})
+        if outcome.status == "SUCCEEDED" and outcome.push:
+            repository, tag = outcome.push
+            _backend("ecr", backend.account_id, backend.region_name).put_image(repository, manifest(tag), tag)
+        build["buildStatus"] = outcome.status
+        build["currentPhase"] = "COMPLETED"
+        build["buildComplete"] = True
+
+
+# --- Service Quotas -----------------------------------------------------------------------------------
+
+
+def add_sagemaker_quotas(monkeypatch, defaults: dict[str, float], applied: dict[str, float]) -> dict[str, str]:
+    """SageMaker's endpoint-usage quotas in moto: {quota name: default} as AWS lists them, and
+    {quota name: applied value} for the account. Returns {name: quota code} (made-up codes)."""
+    from moto.servicequotas.exceptions import NoSuchResource
+    from moto.servicequotas.models import ServiceQuotasBackend
+
+    codes = {name: f"L-STANDIN{i:02d}" for i, name in enumerate(defaults)}
+    entries = {codes[name]: {"ServiceCode": "sagemaker", "ServiceName": "Amazon SageMaker", "QuotaCode": codes[name],
+                             "QuotaName": name, "Value": value, "Unit": "None", "Adjustable": True,
+                             "GlobalQuota": False} for name, value in defaults.items()}
+    original_list, original_get = (ServiceQuotasBackend.list_aws_default_service_quotas,
+                                   ServiceQuotasBackend.get_service_quota)
+
+    def list_defaults(self, service_code):
+        return list(entries.values()) if service_code == "sagemaker" else original_list(self, service_code)
+
+    def get_quota(self, service_code, quota_code):
+        if service_code != "sagemaker":
+            return original_get(self, service_code, quota_code)
+        name = next((n for n, c in codes.items() if c == quota_code), None)
+        if name not in applied:
+            raise NoSuchResource()  # what AWS answers for a quota with no applied value
+        return {**entries[quota_code], "Value": applied[name]}
+
+    monkeypatch.setattr(ServiceQuotasBackend, "list_aws_default_service_quotas", list_defaults)
+    monkeypatch.setattr(ServiceQuotasBackend, "get_service_quota", get_quota)
+    return codes
+
+
+# --- EventBridge Scheduler ----------------------------------------------------------------------------
+
+
+def set_endpoint_status(name: str, status: str) -> None:
+    _backend("sagemaker").endpoints[name].endpoint_status = status
+
+
+def allows(policy: dict[str, Any], action: str, resource: str) -> bool:
+    for statement in policy["Statement"]:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        if statement["Effect"] == "Allow" and any(fnmatch.fnmatch(action, a) for a in actions) \
+                and any(fnmatch.fnmatch(resource, r) for r in resources):
+            return True
+    return False
+
+
+@dataclass
+class Firing:
+    attempts: int
+    delivered: bool
+    errors: list[str]
+
+
+def fire_schedule(aws: MotoAws, name: str, resource_arn: Callable[[dict], str],
+                  before_attempt: Callable[[int], None] = lambda attempt: None, max_attempts: int = 5) -> Firing:
+    """Fire schedule NAME now, as Scheduler does with a universal target (aws-sdk:SERVICE:ACTION):
+    the call with the target's Input as the request, allowed only by the schedule role's inline
+    policy on ``resource_arn(request)``; failures retried up to the retry policy (capped at
+    ``max_attempts`` here), then the event goes to the dead-letter queue."""
+    schedule = aws.client("scheduler").get_schedule(Name=name)
+    target = schedule["Target"]
+    service, action = re.fullmatch(r"arn:aws:scheduler:::aws-sdk:(\w+):(\w+)", target["Arn"]).groups()
+    request = json.loads(target["Input"])
+    iam = aws.client("iam")
+    role = target["RoleArn"].rsplit("/", 1)[-1]
+    policies = [iam.get_role_policy(RoleName=role, PolicyName=p)["PolicyDocument"]
+                for p in iam.list_role_policies(RoleName=role)["PolicyNames"]]
+    iam_action = f"{service}:{action[0].upper()}{action[1:]}"
+    operation = re.sub(r"(?<!^)(?=[A-Z])", "_", action).lower()
+    limit = min(target.get("RetryPolicy", {}).get("MaximumRetryAttempts", 0) + 1, max_attempts)
+    errors: list[str] = []
+    for attempt in range(1, limit + 1):
+        before_attempt(attempt)
+        if not any(allows(p, iam_action, resource_arn(request)) for p in policies):
+            errors.append(f"AccessDeniedException: {role} may not {iam_action} on {resource_arn(request)}")
+            continue
+        try:
+            getattr(aws.client(service), operation)(**request)
+            return Firing(attempt, True, errors)
+        except ClientError as err:
+            errors.append(f"{err.response['Error']['Code']}: {err.response['Error']['Message']}")
+    dead_letter = target.get("DeadLetterConfig", {}).get("Arn")
+    if dead_letter:
+        if not any(allows(p, "sqs:SendMessage", dead_letter) for p in policies):
+            raise AssertionError(f"{role} may not send to its dead-letter queue {dead_letter}")
+        queue_url = aws.client("sqs").get_queue_url(QueueName=dead_letter.rsplit(":", 1)[-1])["QueueUrl"]
+        aws.client("sqs").send_message(QueueUrl=queue_url, MessageBody=json.dumps(
+            {"schedule": name, "target": target["Arn"], "input": target["Input"], "errors": errors}))
+    return Firing(limit, False, errors)

@@ -1,0 +1,115 @@
+"""The clamped image's Dockerfile, built for real with buildah on the stand-in base, with its gates
+running inside the build; and the sm_75 gate's verdicts.
+
+The stand-in base (tests/fixtures/sagemaker-standin-base.sh: Debian 12's externally managed
+Python, vLLM 0.30.0 without GPU dependencies, CPU torch, Triton 3.7.1, an entrypoint) is built
+once and kept in buildah's storage. Budget (2 cores): base 3.5 min the first time, the Dockerfile
+2.5 min, the checks inside the image ~20 s. Marked `image`: `make test` runs it, `make test-fast`
+does not."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import REPO, require_tool
+
+from components import image_build
+from gemma4_t4 import catalog
+
+pytestmark = [pytest.mark.components, pytest.mark.image]
+
+VLLM, TORCH = catalog.PINS["vllm.sagemaker"], catalog.PINS["torch.cpu"]
+TRITON = catalog.PINS[f"triton.for_vllm.{VLLM}"]
+BASE = f"localhost/gemma4-t4/standin-base:vllm-{VLLM}-triton-{TRITON}-torch-{TORCH}"
+BUILDAH_ENV = {**os.environ, "BUILDAH_ISOLATION": "chroot", "STORAGE_DRIVER": "vfs"}
+
+
+def buildah(*args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
+    result = subprocess.run([require_tool("buildah"), *args], env=BUILDAH_ENV, capture_output=True, text=True,
+                            timeout=timeout)
+    if check and result.returncode != 0:
+        pytest.fail(f"buildah {' '.join(args)} failed ({result.returncode}):\n{result.stdout[-3000:]}\n"
+                    f"{result.stderr[-3000:]}")
+    return result
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """(build log, image, the base's config): the Dockerfile built from exactly the files the
+    CodeBuild archive holds."""
+    require_tool("mmdebstrap")
+    subprocess.run([str(REPO / "tests" / "fixtures" / "sagemaker-standin-base.sh"), VLLM, TRITON, TORCH, BASE],
+                   env={**BUILDAH_ENV, "PIP_PYTHON": sys.executable}, check=True, timeout=1800)
+    context = tmp_path_factory.mktemp("context")
+    for name, path in image_build.build_context_files().items():
+        (context / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, context / name)
+    image = "localhost/gemma4-t4/clamped:test"
+    log = buildah("bud", "--layers=false", "--build-arg", f"BASE_IMAGE={BASE}",
+                  "--build-arg", "SM75_GATE_ARGS=--allow-cpu-torch", "--tag", image, str(context))
+    base_config = json.loads(buildah("inspect", "--type", "image", BASE).stdout)["OCIv1"]["config"]
+    yield log.stdout + log.stderr, image, base_config
+    buildah("rmi", "--force", image, check=False)
+
+
+@pytest.fixture(scope="module")
+def container(built):
+    _, image, _ = built
+    name = buildah("from", image).stdout.strip()
+    yield name
+    buildah("rm", name, check=False)
+
+
+def run_in(container: str, *command: str) -> subprocess.CompletedProcess:
+    return buildah("run", container, "--", *command, check=False)
+
+
+def test_the_dockerfile_builds_and_its_gates_run_inside(built):
+    log, _, _ = built
+    assert f"turing_clamp check: OK: vLLM {VLLM}" in log
+    assert "every variant fits: True; spill-free: True" in log
+    # The stand-in's torch is a CPU build: the gate says it could not look, in the build's log.
+    assert f"sm75 gate: NOT CHECKED: torch {TORCH}+cpu is a CPU build" in log
+
+
+def test_the_image_keeps_the_base_entrypoint(built):
+    _, image, base = built
+    config = json.loads(buildah("inspect", "--type", "image", image).stdout)["OCIv1"]["config"]
+    assert config["Entrypoint"] == base["Entrypoint"] == ["/usr/local/bin/sagemaker-entrypoint.sh"]
+    assert config.get("Cmd") == base.get("Cmd") == ["serve"]
+    assert config.get("Env") == base.get("Env")
+
+
+def test_the_clamp_is_a_vllm_plugin_of_the_system_python(container):
+    result = run_in(container, "python3", "-c", "from importlib.metadata import entry_points; import json; "
+                    "print(json.dumps({e.value: str(e.dist.locate_file('')) "
+                    "for e in entry_points(group='vllm.general_plugins')}))")
+    assert result.returncode == 0, result.stderr
+    plugins = json.loads(result.stdout)
+    # vLLM registers its own plugins in the group too; the clamp sits beside vLLM, in the system
+    # Python's dist-packages, where the entrypoint's python3 finds it.
+    assert plugins["turing_clamp.plugin:register"] == "/usr/local/lib/python3.11/dist-packages"
+
+
+def test_the_base_python_is_externally_managed_and_stays_so(container):
+    """The Dockerfile installs despite PEP 668, without removing the marker: a plain pip install
+    in the same image is still refused."""
+    result = run_in(container, "python3", "-m", "pip", "install", "--no-index", "/opt/turing-clamp")
+    assert result.returncode != 0 and "externally-managed-environment" in result.stdout + result.stderr
+
+
+def test_the_gate_refuses_a_cpu_torch_without_the_stand_in_flag(container):
+    result = run_in(container, "python3", "/opt/turing-clamp/sm75_gate.py")
+    assert result.returncode == 1
+    assert "NOT CHECKED" in result.stderr and "only a CUDA torch can show sm_75" in result.stderr
+
+
+def test_the_real_build_never_passes_the_stand_in_flag():
+    buildspec = (REPO / "turing" / "buildspec.yml").read_text()
+    assert "SM75_GATE_ARGS" not in buildspec and "allow-cpu-torch" not in buildspec
+    assert 'ARG SM75_GATE_ARGS=""' in (REPO / "turing" / "Dockerfile").read_text()
