@@ -1,0 +1,35 @@
+"""`gemma4-t4 mcp`: serve the operator commands as MCP tools (plan, cost, preflight, fit, status,
+wait, query, logs, bench, bench_compare, stop, start) to an MCP client such as an editor's
+assistant, over stdio (what clients launch), or streamable HTTP on 127.0.0.1 with --transport.
+Each tool calls the same core as the command of the same name; `pulumi up` and `pulumi destroy`
+are not offered."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .output import EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("mcp", help="serve these commands as MCP tools (stdio, or HTTP on loopback)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio",
+                   help="stdio (default: the client starts the server) or streamable-http on 127.0.0.1")
+    p.add_argument("--port", type=int, default=8765, help="the HTTP port on 127.0.0.1 (default 8765)")
+    p.add_argument("--project-dir", type=Path, help="the gemma4-t4 Pulumi project: for plan, cost, preflight, fit, "
+                                                    "and where `pulumi stack output` runs (default: the working "
+                                                    "directory)")
+    # Local stand-ins for the tests; not for users.
+    p.add_argument("--sagemaker-endpoint-url", help=argparse.SUPPRESS)
+    p.add_argument("--compute-endpoint", help=argparse.SUPPRESS)
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..mcp import server  # the SDK takes half a second to import: only for this command
+
+    server.serve(args.transport, args.port, project_dir=args.project_dir,
+                 sagemaker_endpoint_url=args.sagemaker_endpoint_url, compute_endpoint=args.compute_endpoint)
+    return EXIT_OK

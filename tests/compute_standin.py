@@ -1,0 +1,129 @@
+"""A local stand-in for the Compute Engine v1 REST API (tests only), replaying the recorded
+responses in fixtures/compute_engine.json for one project's VMs.
+
+google-cloud-compute is pointed at it with client_options.api_endpoint, so the client's own
+request building, JSON parsing, error mapping (404 -> NotFound) and operation messages run for
+real. A stop or start returns a RUNNING operation that is DONE on the second poll, and the VM
+passes through STOPPING or STAGING meanwhile, as on GCE.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+RECORDED = json.loads((Path(__file__).parent / "fixtures" / "compute_engine.json").read_text())
+BASE = "https://www.googleapis.com/compute/v1"
+ROUTE = re.compile(r"^/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/"
+                   r"(?P<kind>instances|disks|operations)/(?P<name>[^/?]+)(?:/(?P<verb>start|stop))?")
+POLLS_UNTIL_DONE = 2
+
+
+def _recorded(key: str, project: str) -> dict:
+    return json.loads(json.dumps(RECORDED[key]).replace("PROJECT", project))
+
+
+class ComputeStandIn:
+    def __init__(self, project: str = "my-project"):
+        self.project = project
+        self.instances: dict[str, dict] = {}
+        self.operations: dict[str, dict] = {}
+        self.calls: list[tuple[str, str]] = []  # (method, "kind/name[/verb]")
+        self.stockout = False  # a start fails as when the zone has no T4 free
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _reply(self, status: int, doc: dict) -> None:
+                body = json.dumps(doc).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=UTF-8")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def _route(self, method: str) -> None:
+                if method == "POST":
+                    self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                match = ROUTE.match(self.path)
+                if match is None:
+                    return self._reply(404, {"error": {"code": 404, "message": f"no route {self.path}"}})
+                with standin._lock:
+                    status, doc = standin.handle(method, **match.groupdict())
+                self._reply(status, doc)
+
+            def do_GET(self):
+                self._route("GET")
+
+            def do_POST(self):
+                self._route("POST")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def add_vm(self, status: str = "RUNNING") -> dict:
+        """The stack's VM, as recorded, in the given state; returns {project, zone, instance}."""
+        instance = _recorded("instance", self.project)
+        instance["status"] = status
+        self.instances[instance["name"]] = instance
+        return {"project": self.project, "zone": "us-west2-b", "instance": instance["name"]}
+
+    def status(self, name: str) -> str:
+        return self.instances[name]["status"]
+
+    def _not_found(self, zone: str, kind: str, name: str) -> tuple[int, dict]:
+        doc = json.dumps(RECORDED["not_found"]).replace("PROJECT", self.project).replace("NAME", name)
+        return 404, json.loads(doc.replace("/instances/", f"/{kind}/").replace("us-west2-b", zone))
+
+    def handle(self, method: str, project: str, zone: str, kind: str, name: str, verb: str | None):
+        self.calls.append((method, f"{kind}/{name}" + (f"/{verb}" if verb else "")))
+        if project != self.project:
+            return self._not_found(zone, kind, name)
+        if kind == "disks":
+            disks = RECORDED["disks"]
+            return (200, _recorded("disks", project)[name]) if name in disks else self._not_found(zone, kind, name)
+        if kind == "operations":
+            return self._poll(name)
+        instance = self.instances.get(name)
+        if instance is None:
+            return self._not_found(zone, kind, name)
+        if verb is None:
+            return 200, copy.deepcopy(instance)
+        return 200, self._begin(instance, verb)
+
+    def _begin(self, instance: dict, verb: str) -> dict:
+        operation = _recorded("operation", self.project)
+        operation["name"] = f"operation-{next(self._ids)}-{verb}"
+        operation["selfLink"] = operation["selfLink"].rsplit("/", 1)[0] + "/" + operation["name"]
+        operation["operationType"] = verb
+        operation["targetLink"] = instance["selfLink"]
+        failing = verb == "start" and self.stockout
+        instance["status"] = {"stop": "STOPPING", "start": "STAGING"}[verb] if not failing else instance["status"]
+        self.operations[operation["name"]] = {"doc": operation, "polls": 0, "instance": instance["name"],
+                                              "verb": verb, "failing": failing}
+        return copy.deepcopy(operation)
+
+    def _poll(self, name: str) -> tuple[int, dict]:
+        entry = self.operations[name]
+        entry["polls"] += 1
+        doc = entry["doc"]
+        if entry["polls"] >= POLLS_UNTIL_DONE and doc["status"] != "DONE":
+            doc.update(status="DONE", progress=100, endTime="2026-09-21T09:05:43.881-07:00")
+            if entry["failing"]:
+                doc.update(_recorded("stockout", self.project))
+            else:
+                self.instances[entry["instance"]]["status"] = {"stop": "TERMINATED", "start": "RUNNING"}[entry["verb"]]
+        return 200, copy.deepcopy(doc)
+
+    def close(self) -> None:
+        self.server.shutdown()
