@@ -26,9 +26,20 @@ CFG
 # Before the package is installed: its generator then never enables cloud-init's boot units.
 touch /etc/cloud/cloud-init.disabled
 
+# Nothing runs this script again before the next boot: a passing fault (the archive, or apt's
+# lock held by the image's own timers) is retried here.
+install_cloud_init() {
+  local attempt apt=(apt-get -o DPkg::Lock::Timeout=300)
+  for attempt in 1 2 3 4 5; do
+    "${apt[@]}" update && DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y cloud-init && return 0
+    log "installing cloud-init failed (attempt $attempt of 5)"
+    [ "$attempt" -lt 5 ] && sleep 30
+  done
+  return 1
+}
 if ! command -v cloud-init >/dev/null 2>&1; then
   log "installing cloud-init"
-  if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y cloud-init; }; then
+  if ! install_cloud_init; then
     log "FAILED to install cloud-init: the VM cannot reach the Debian archive. Fix the VM's egress, then" \
       "reboot it (this script runs again at every boot)"
     exit 1

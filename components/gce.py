@@ -33,6 +33,8 @@ DATA_DISK_FIXED_GB = 30
 # was OOM-killed at a 7.25 of 7.8 GB host peak staging 8.02 GiB of weights).
 STAGING_RAM_OVERHEAD_GIB = 4.0
 UNKNOWN_MODEL_STAGING_RAM_GIB = 16.0
+# Every resource carries app=gemma4-t4; a retained disk is adopted only with that label.
+APP_LABEL = "gemma4-t4"
 # GCE resource names: a lowercase letter, then lowercase letters, digits and dashes, at most 63.
 GCE_NAME_MAX = 63
 
@@ -54,16 +56,25 @@ def find_disk(name: str, zone: str) -> dict[str, Any] | None:
         if "Error 404" in str(error) or "notFound" in str(error):
             return None
         raise
-    return {"id": found.id, "size": found.size, "type": found.type, "users": list(found.users or [])}
+    return {"id": found.id, "size": found.size, "type": found.type, "users": list(found.users or []),
+            "labels": dict(found.labels or {})}
 
 
 def adoptable_disk(name: str, zone: str, instance_name: str, size_gb: int, disk_type: str) -> str | None:
     """The id of the stack's retained data disk when it exists (a `pulumi up` after `pulumi destroy`
     adopts it, with its checkpoints, venv and caches), None when there is none to adopt. A disk that
-    another VM uses, or that this config would shrink or change type (both replace a disk), is refused."""
+    another VM uses, that gemma4-t4 did not make, or that this config would shrink or change type (both
+    replace a disk), is refused. A bigger dataDiskSizeGb grows the adopted disk: since pulumi/pulumi#19339
+    an import whose inputs differ from the resource succeeds and is then updated to them."""
     disk = find_disk(name, zone)
     if disk is None:
         return None
+    if disk["labels"].get("app") != APP_LABEL:
+        raise ConfigError("retainDataDisk", f"a disk named {name} in {zone} exists but gemma4-t4 did not make it "
+                          f"(no label app={APP_LABEL}); it is never adopted, nor deleted with this stack",
+                          "deploy this stack under another stack name (the disk's name comes from the project and "
+                          f"stack), or, if it is this stack's, label it: gcloud compute disks add-labels {name} "
+                          f"--zone {zone} --labels app={APP_LABEL}")
     others = [user for user in disk["users"] if not user.endswith(f"/zones/{zone}/instances/{instance_name}")]
     if others:
         raise ConfigError("retainDataDisk", f"the data disk {name} in {zone} is attached to another VM "
@@ -167,7 +178,7 @@ class GceT4Server(T4ServingComponent):
 
         super().__init__("gemma4-t4:gce:T4Server", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        labels = {"app": "gemma4-t4", **args.labels}
+        labels = {"app": APP_LABEL, **args.labels}
         if plan.memory is not None:
             pulumi.log.info(f"memory plan: {plan.memory.summary()}", resource=self)
         _log_shape(args, self)

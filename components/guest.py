@@ -32,7 +32,7 @@ TEST_ENV = "/etc/gemma4-t4/test.env"
 PROVISION_UNIT = "gemma4-t4-provision.service"
 IDLE_STOP_TIMER = "gemma4-t4-idle-stop.timer"
 VLLM_UNIT = "gemma4-vllm.service"
-DATA_MOUNT = "/opt1"  # the units name it too (RequiresMountsFor, ExecStart)
+DATA_MOUNT = "/opt1"  # gemma4-vllm.service names it too (ExecStart)
 SERVICE_USER = "vllm"
 
 
@@ -115,7 +115,8 @@ def render_user_data(serving_args: list[str], settings: GuestSettings) -> str:
         + [{"path": path, "permissions": "0644", "content": text} for path, text in _clamp_files()]
         + [{"path": VLLM_LOCK, "permissions": "0644", "content": LOCK_FILE.read_text()}]
     )
-    enabled = [PROVISION_UNIT, VLLM_UNIT] + ([IDLE_STOP_TIMER] if settings.idle_stop_minutes else [])
+    idle_stop = [IDLE_STOP_TIMER] if settings.idle_stop_minutes else []
+    enabled = [PROVISION_UNIT, VLLM_UNIT, *idle_stop]
     config = {
         # No users here (the bootstrap's cloud-init config sets none): GCE's guest agent manages
         # login users and SSH keys, and provision.sh creates the service user with the UID its
@@ -126,7 +127,9 @@ def render_user_data(serving_args: list[str], settings: GuestSettings) -> str:
             ["systemctl", "daemon-reload"],
             ["systemctl", "enable", *enabled],
             # --no-block: provisioning reboots once for the driver; cloud-init must not wait on it.
-            ["systemctl", "start", "--no-block", VLLM_UNIT],
+            # The idle-stop timer starts now too: a driver that loads without a reboot means no
+            # later boot would start it, and the VM would bill on while idle.
+            ["systemctl", "start", "--no-block", VLLM_UNIT, *idle_stop],
         ],
     }
     text = "#cloud-config\n" + yaml.dump(config, Dumper=_BlockStyleDumper, sort_keys=False, width=4096)

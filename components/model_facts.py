@@ -130,5 +130,7 @@ def read_hub(repo_id: str) -> ModelFacts:
 
 def model_facts(repo_id: str) -> ModelFacts:
     """Catalog first (no network), then the Hub. Raises Unsized with the reason."""
+    if repo_id.startswith("/"):
+        raise Unsized("it is a directory on the server, which the plan cannot read")
     known = catalog.find_model(repo_id)
     return from_catalog(known) if known is not None else read_hub(repo_id)

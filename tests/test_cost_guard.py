@@ -45,10 +45,12 @@ def test_spot_with_an_explicit_action(run_stack):
     assert scheduling["automaticRestart"] is False and scheduling["instanceTerminationAction"] == "DELETE"
 
 
-def test_idle_stop_enables_the_timer_and_tells_the_guest(run_stack):
+def test_idle_stop_enables_and_starts_the_timer_and_tells_the_guest(run_stack):
     plan = run_stack("gce-t4", "idleStopMinutes=30")
     assert ["systemctl", "enable", "gemma4-t4-provision.service", "gemma4-vllm.service",
             "gemma4-t4-idle-stop.timer"] in _runcmd(plan)
+    # Started on the first boot too: a driver that loads without a reboot gives no later boot.
+    assert ["systemctl", "start", "--no-block", "gemma4-vllm.service", "gemma4-t4-idle-stop.timer"] in _runcmd(plan)
     guest_env = next(f["content"] for f in yaml.safe_load(plan.one(INSTANCE).inputs["metadata"]["user-data"])
                      ["write_files"] if f["path"] == "/etc/gemma4-t4/guest.env")
     assert "IDLE_STOP_MINUTES=30\n" in guest_env and "METRICS_URL=http://127.0.0.1:8000/metrics\n" in guest_env

@@ -19,7 +19,8 @@ ZONE = "us-west2-b"
 
 
 def _cloud(name: str, **disk) -> MockCloud:
-    return MockCloud(disks={name: {"zone": ZONE, "sizeGb": 250, "type": "pd-balanced", "users": [], **disk}})
+    return MockCloud(disks={name: {"zone": ZONE, "sizeGb": 250, "type": "pd-balanced", "users": [],
+                                   "labels": {"app": "gemma4-t4"}, **disk}})
 
 
 def _instance_link(name: str) -> str:
@@ -62,6 +63,14 @@ def test_a_disk_attached_to_another_vm_is_never_taken(refused_stack):
     error, partial = refused_stack("gce-t4", cloud=_cloud(name, users=[_instance_link("someone-elses-vm")]))
     assert error.key == "gemma4-t4:retainDataDisk"
     assert "someone-elses-vm" in error.problem and "detach-disk" in error.fix
+    assert partial.resources == [], "a refused config registers nothing"
+
+
+def test_a_disk_gemma4_t4_did_not_make_is_never_adopted(refused_stack):
+    name = stack_resource_name("gemma4-t4", "gce-t4", "data")
+    error, partial = refused_stack("gce-t4", cloud=_cloud(name, labels={"team": "someone-else"}))
+    assert error.key == "gemma4-t4:retainDataDisk"
+    assert "did not make it" in error.problem and "another stack name" in error.fix
     assert partial.resources == [], "a refused config registers nothing"
 
 

@@ -56,3 +56,7 @@ def test_a_server_that_does_not_answer_is_never_idle(idle):
     assert not stop and new["last_active"] == 99999.0 and "not answering" in why
     _, stop, _ = idle.decide(state, "# no vllm metrics here\n", now=99999.0, idle_minutes=5)
     assert not stop
+
+
+def test_the_clock_starts_anew_at_every_boot(idle):
+    assert idle.STATE_FILE.startswith("/run/"), "a clock kept across boots stops a restarted VM at its first tick"

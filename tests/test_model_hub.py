@@ -67,3 +67,13 @@ def test_hub_facts_are_cached_so_the_next_preview_needs_no_network(hub, run_stac
 def test_a_catalog_model_spelled_in_any_case_needs_no_hub(run_stack):
     plan = run_stack("gce-t4", "model=GOOGLE/gemma-4-e2b-IT-qat-w4a16-ct")  # the Hub is unreachable here
     assert "google/gemma-4-E2B-it-qat-w4a16-ct" in vllm_args(plan)
+
+
+def test_a_checkpoint_already_on_the_server_is_served_by_its_path_with_the_opt_in(run_stack, refused_stack):
+    error, partial = refused_stack("gce-t4", "model=/opt1/cache/models/mine")
+    assert "a directory on the server" in error.problem and "allowUnsizedModel true" in error.fix
+    assert partial.resources == []
+    plan = run_stack("gce-t4", "model=/opt1/cache/models/mine", "allowUnsizedModel=true")
+    assert "/opt1/cache/models/mine" in vllm_args(plan)
+    error, _ = refused_stack("gce-t4", "model=/opt1/../etc", "allowUnsizedModel=true")
+    assert error.key == "gemma4-t4:model" and "'..'" in error.problem

@@ -18,6 +18,9 @@ import urllib.request
 
 FINISHED = ("vllm:request_success_total",)
 IN_FLIGHT = ("vllm:num_requests_running", "vllm:num_requests_waiting")
+# Under /run, so every boot starts a new clock: kept on disk, a VM started again after an idle
+# stop would read the old clock on its first tick and power off before serving anyone.
+STATE_FILE = "/run/gemma4-t4/idle-state.json"
 
 
 def _sum(metrics_text: str, names: tuple[str, ...]) -> float | None:
@@ -51,7 +54,7 @@ def main() -> int:
     idle_minutes = int(os.environ.get("IDLE_STOP_MINUTES", "0"))
     if idle_minutes <= 0:
         return 0
-    state_file = os.environ.get("IDLE_STATE_FILE", "/var/lib/gemma4-t4/idle-state.json")
+    state_file = os.environ.get("IDLE_STATE_FILE", STATE_FILE)
     try:
         with open(state_file) as f:
             state = json.load(f)

@@ -19,7 +19,15 @@ apt-get update
 # then install the newest cloud kernel with its headers, which DKMS builds for, and reboot into it.
 running=$(uname -r)
 if [ -n "$(apt-cache show --no-all-versions "linux-headers-$running" 2>/dev/null)" ]; then
-  apt-get install -y "linux-headers-$running"
+  headers=("linux-headers-$running")
+  # With the headers metapackage at the kernel metapackage's version, a kernel that an upgrade
+  # installs later comes with its headers, and DKMS builds the module for it before the reboot
+  # into it (otherwise that boot has no driver until apt can run again).
+  meta=$(dpkg-query -W -f='${Version}' linux-image-cloud-amd64 2>/dev/null || true)
+  if [ -n "$meta" ] && [ -n "$(apt-cache show "linux-headers-cloud-amd64=$meta" 2>/dev/null)" ]; then
+    headers+=("linux-headers-cloud-amd64=$meta")
+  fi
+  apt-get install -y "${headers[@]}"
 else
   log "no linux-headers-$running in the archive (the image's kernel was superseded): installing the" \
     "current cloud kernel and its headers; a reboot starts it"

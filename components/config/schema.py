@@ -64,6 +64,12 @@ def _repo_id(value: Any) -> Any:
     from huggingface_hub.errors import HFValidationError
     from huggingface_hub.utils import validate_repo_id
 
+    if isinstance(value, str) and value.startswith("/"):
+        # A checkpoint directory already on the server (e.g. on the data disk): vLLM takes a path
+        # as --model. The plan cannot read it, so it is unsized (allowUnsizedModel).
+        if any(c.isspace() for c in value) or ".." in value.split("/"):
+            raise ValueError("a model path must be absolute, without spaces or '..' (one vLLM argument)")
+        return value
     if isinstance(value, str):
         try:
             validate_repo_id(value)
@@ -99,7 +105,8 @@ class StackArgs(BaseModel):
         default_factory=dict, description="Extra labels (GCE) or tags (AWS) on every resource, besides app=gemma4-t4")
     model: ModelId = Field(
         "google/gemma-4-E2B-it-qat-w4a16-ct",
-        description="Hugging Face model id vLLM serves; a model the catalog does not know is sized from the Hub")
+        description="Hugging Face model id vLLM serves (or an absolute path of a checkpoint on the server); a model "
+                    "the catalog does not know is sized from the Hub")
     served_model_name: ServedName = Field("", description="The model name requests must use (empty: the model id)")
     dtype: DType = Field("float16", description="vLLM --dtype; a T4 has no bfloat16, so float16 (or float32)")
     max_model_len: int = Field(16384, ge=1, description="vLLM --max-model-len: the longest request in tokens")

@@ -177,7 +177,7 @@ MOCK_GCP_PROJECT = "mock-project"
 @dataclass
 class MockCloud:
     """What exists in the cloud before the program runs, as the provider's invokes read it.
-    disks: GCE disk name -> {"zone", "sizeGb", "type", "users": [instance self links]}."""
+    disks: GCE disk name -> {"zone", "sizeGb", "type", "users": [instance self links], "labels"}."""
 
     disks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
