@@ -149,7 +149,8 @@ class SageMakerT4Endpoint(T4ServingComponent):
             cloud="sagemaker",
             port=catalog.SAGEMAKER_CONTAINER_PORT,
             served_model_name=serving.served_model_name,
-            target={"endpoint_name": endpoint.name, "region": args.region},
+            target={"endpoint_name": endpoint.name, "region": args.region,
+                    **({"profile": profile} if (profile := pulumi.Config("aws").get("profile")) else {})},
             connect_command=pulumi.Output.concat(
                 "aws sagemaker-runtime invoke-endpoint --region ", args.region, " --endpoint-name ",
                 endpoint.name, " --content-type application/json --cli-binary-format raw-in-base64-out --body '",

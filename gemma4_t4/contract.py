@@ -7,7 +7,7 @@ output --json``), so nothing about a stack is spelled twice.
 
 from __future__ import annotations
 
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 Cloud = Literal["gce", "sagemaker"]
 
@@ -25,6 +25,9 @@ class SageMakerTarget(TypedDict):
 
     endpoint_name: str
     region: str
+    # The stack's aws:profile, when it names one: the operator tools then ask AWS as that profile,
+    # the account the endpoint was made in (the Pulumi AWS provider's own credentials).
+    profile: NotRequired[str]
 
 
 # Output name -> what it holds. Every serving component registers all of them.

@@ -161,3 +161,20 @@ def test_the_cli_all_regions_report_as_json(aws, monkeypatch, capsys):
     assert [row["region"] for row in doc["rows"]] == ["us-east-2", "eu-west-1"]
     assert doc["first"]["region"] == "us-east-2" and doc["config_lines"] == [], "its own endpoint makes room"
     assert main(["preflight", "sagemaker-t4", "--project-dir", str(REPO), "--regions", "us-east-2"]) == 2
+
+
+def test_the_checks_ask_as_the_stacks_aws_profile(aws, monkeypatch, tmp_path):
+    """The keys exist only under the profile the stack names (aws:profile), as for a user whose
+    default credentials are another account's: preflight must ask as that profile."""
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[ml-team]\naws_access_key_id = testing\naws_secret_access_key = testing\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 2.0})
+    assert checks("sagemaker-t4", "aws:profile=ml-team")[G4DN].ok
+    with pytest.raises(preflight.PreflightError, match="no AWS credentials:"):
+        checks("sagemaker-t4")
+    with pytest.raises(preflight.PreflightError, match=r"'nobody' .* is not in ~/.aws/config"):
+        checks("sagemaker-t4", "aws:profile=nobody")

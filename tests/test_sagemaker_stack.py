@@ -144,6 +144,25 @@ def test_outputs(run_stack):
                                              f"--endpoint-name {endpoint} ")
 
 
+def test_the_target_carries_the_stacks_aws_profile_to_the_operator_tools(run_stack, monkeypatch, tmp_path):
+    from gemma4_t4.core import ops
+    from gemma4_t4.core.targets import TargetError
+
+    assert "profile" not in run_stack("sagemaker-t4").outputs["target"]
+    outputs = run_stack("sagemaker-t4", "aws:profile=ml-team").outputs
+    assert outputs["target"]["profile"] == "ml-team"
+    credentials = tmp_path / "credentials"
+    credentials.write_text("[ml-team]\naws_access_key_id = testing\naws_secret_access_key = testing\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    for key in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    target = ops.target_from_outputs("sagemaker-t4", outputs)
+    assert target.profile == "ml-team" and target._session.profile_name == "ml-team"
+    with pytest.raises(TargetError, match="'nobody-here'"):
+        ops.target_from_outputs("sagemaker-t4", {**outputs, "target": {**outputs["target"], "profile": "nobody-here"}})
+
+
 def test_hf_token_only_as_a_secret(run_stack, refused_stack, tmp_path):
     error, partial = refused_stack("sagemaker-t4", "hfToken=hf_plain")
     assert error.key == "gemma4-t4:hfToken" and "--secret" in str(error) and partial.resources == []

@@ -68,7 +68,8 @@ def _all_regions(args: argparse.Namespace, config: dict, result: offline.Plan) -
     else:
         preflight.aws_region(needs)
         fetched = capacity.fetch_sagemaker_regions(needs.instance_type, args.stack,
-                                                   capacity.sagemaker_region_names(args.regions))
+                                                   capacity.sagemaker_region_names(args.regions),
+                                                   preflight.aws_profile(config))
         report = capacity.sagemaker_regions(needs, fetched)
     if args.json:
         print_json({"stack": args.stack, **asdict(report)})

@@ -203,14 +203,15 @@ def sagemaker_region_names(regions: list[str] | None = None) -> list[str]:
     return list(regions) if regions else boto3.session.Session().get_available_regions("sagemaker")
 
 
-def fetch_sagemaker_regions(instance_type: str, stack: str, regions: list[str]) -> list[RegionQuota]:
+def fetch_sagemaker_regions(instance_type: str, stack: str, regions: list[str],
+                            profile: str | None = None) -> list[RegionQuota]:
     """Every region asked at once (a few at a time); a region that refuses is a row with the reason
     (an opt-in region this account has not enabled answers with an invalid-token error)."""
     from .preflight import fetch_sagemaker
 
     def one(region: str) -> RegionQuota:
         try:
-            quota, in_use, own = fetch_sagemaker(region, instance_type, stack)
+            quota, in_use, own = fetch_sagemaker(region, instance_type, stack, profile)
         except PreflightError as err:
             if "no AWS credentials" in str(err):
                 raise

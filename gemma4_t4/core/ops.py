@@ -36,7 +36,7 @@ def target_from_outputs(stack: str, outputs: dict[str, Any]) -> Target:
     if not isinstance(target, dict):
         raise TargetError(f"stack {stack} has no `target` output: was it deployed with this version of gemma4-t4?")
     if cloud == "sagemaker":
-        return SageMakerTarget(target["endpoint_name"], target["region"])
+        return SageMakerTarget(target["endpoint_name"], target["region"], profile=target.get("profile"))
     if cloud == "gce":
         port = int(outputs["port"])
         return GceTarget(f"http://127.0.0.1:{port}", label=f"gce:{target['instance']}", instance=target["instance"],

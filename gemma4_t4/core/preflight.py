@@ -20,7 +20,7 @@ from typing import Any
 
 from ..catalog import SAGEMAKER_STACK_TAG
 from . import plan as offline
-from .targets import TargetError
+from .targets import TargetError, aws_session
 
 
 class PreflightError(TargetError):
@@ -202,14 +202,13 @@ def fetch_gce(project: str, region: str, accelerator: str) -> tuple[dict, dict, 
     return (type(region_msg).to_dict(region_msg), type(project_msg).to_dict(project_msg), offering)
 
 
-def fetch_sagemaker(region: str, instance_type: str, stack: str) -> tuple[EndpointQuota | None, int, int | None]:
-    """(the endpoint quota, instances of the type in use, those of this stack's endpoint or None)."""
-    import boto3
+def fetch_sagemaker(region: str, instance_type: str, stack: str,
+                    profile: str | None = None) -> tuple[EndpointQuota | None, int, int | None]:
+    """(the endpoint quota, instances of the type in use, those of this stack's endpoint or None),
+    asked as the stack's aws:profile (the account its resources are made in) or the default chain."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    session = boto3.session.Session(region_name=region)
-    if session.get_credentials() is None:
-        raise PreflightError("no AWS credentials: run `aws configure` or `aws sso login`, or set AWS_PROFILE")
+    session = aws_session(region, profile, PreflightError)
     try:
         return (_endpoint_quota(session.client("service-quotas"), instance_type),
                 *_instances_in_use(session.client("sagemaker"), instance_type, stack))
@@ -259,6 +258,12 @@ def gcp_project(config: dict[str, Any], project: str | None) -> str:
     return str(project)
 
 
+def aws_profile(config: dict[str, Any]) -> str | None:
+    """The stack's aws:profile: the Pulumi AWS provider's credentials, so the checks ask the
+    account `pulumi up` makes the endpoint in."""
+    return str(config["aws:profile"]) if config.get("aws:profile") else None
+
+
 def aws_region(needs: Needs) -> str:
     if not needs.region:
         raise PreflightError("no AWS region: pulumi config set aws:region us-east-2")
@@ -274,6 +279,6 @@ def run(stack: str, config: dict[str, Any], project: str | None = None,
         region_doc, project_doc, offering = fetch_gce(gcp_project(config, project), needs.region, needs.accelerator)
         return gce_checks(needs.region, needs.zone, needs.accelerator, needs.gpus, region_doc, project_doc, offering)
     region = aws_region(needs)
-    quota, in_use, own = fetch_sagemaker(region, needs.instance_type, stack)
+    quota, in_use, own = fetch_sagemaker(region, needs.instance_type, stack, aws_profile(config))
     return sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use, own,
                             needs.most if needs.most > needs.instances else None)

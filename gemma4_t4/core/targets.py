@@ -217,6 +217,23 @@ class GceTarget(HttpTarget):
 # --- SageMaker -------------------------------------------------------------------------------------
 
 
+def aws_session(region: str, profile: str | None, error: type[Exception]) -> Any:
+    """A boto3 session in REGION as PROFILE (the stack's aws:profile) or the default chain; a
+    missing profile or no credentials at all is ``error`` with what to do."""
+    import boto3
+    from botocore.exceptions import ProfileNotFound
+
+    try:
+        session = boto3.session.Session(profile_name=profile or None, region_name=region)
+    except ProfileNotFound:
+        raise error(f"the AWS profile {profile!r} (the stack's aws:profile) is not in ~/.aws/config: "
+                    f"aws configure --profile {profile}") from None
+    if session.get_credentials() is None:
+        as_whom = f" for the profile {profile!r}" if profile else ""
+        raise error(f"no AWS credentials{as_whom}: run `aws configure` or `aws sso login`, or set AWS_PROFILE")
+    return session
+
+
 # SageMaker cuts a real-time invocation at 60 s; AWS advises a 70 s socket timeout (InvokeEndpoint).
 SAGEMAKER_INVOKE_LIMIT_S = 60
 SAGEMAKER_READ_TIMEOUT_S = 70.0
@@ -231,6 +248,7 @@ class SageMakerTarget:
     endpoint: str
     region: str
     endpoint_url: str | None = None  # a local stand-in (tests); None for AWS
+    profile: str | None = None  # the stack's aws:profile; None: the default chain (AWS_*, ~/.aws)
     label: str = ""
     read_timeout_s: float = SAGEMAKER_READ_TIMEOUT_S
     runtime: Any = field(init=False, repr=False)
@@ -238,14 +256,11 @@ class SageMakerTarget:
     _session: Any = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        import boto3
         from botocore.config import Config
 
         if not self.region or not self.region.strip():
             raise TargetError("no AWS region: pass --region (or set aws:region in the stack)")
-        self._session = boto3.session.Session(region_name=self.region)
-        if self._session.get_credentials() is None:
-            raise TargetError("no AWS credentials: run `aws configure` or `aws sso login`, or set AWS_PROFILE")
+        self._session = aws_session(self.region, self.profile, TargetError)
         once = Config(read_timeout=self.read_timeout_s, connect_timeout=CONNECT_TIMEOUT_S,
                       retries={"total_max_attempts": 1, "mode": "standard"})
         self.runtime = self._session.client("sagemaker-runtime", endpoint_url=self.endpoint_url, config=once)
