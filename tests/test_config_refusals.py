@@ -13,6 +13,7 @@ pytestmark = pytest.mark.components
 
 LABELS_64 = "labels=" + json.dumps({f"l{i}": "x" for i in range(64)})
 TAGS_50 = "labels=" + json.dumps({f"t{i}": "x" for i in range(50)})
+TAGS_49 = "labels=" + json.dumps({f"t{i}": "x" for i in range(49)})  # + app and the endpoint's stack tag: 51
 
 GCE = [
     # (overrides, key, fragment of the message or fix)
@@ -102,9 +103,18 @@ GCE = [
     (("instanceType=ml.g4dn.2xlarge",), "instanceType", "on gce use machineType"),
     (("keepImages=true",), "keepImages", "is a sagemaker setting"),
     (("maxInstanceCount=3",), "maxInstanceCount", "a GCE stack is one VM"),
-    (("hfToken=hf_plain",), "hfToken", "--secret"),
+    (("hfToken=hf_plain",), "hfToken", "pulumi config rm gemma4-t4:hfToken (a gce stack uses nothing"),
     (("cloud=GCE",), "cloud", "cloud gce (or sagemaker)"),
     (("maxModelLen.x=1",), "maxModelLen", "is not an object"),
+    # found by trying ~340 configs as a user would (the config issue's audit)
+    (("gpuMemoryUtilization=1.0",), "gpuMemoryUtilization", "gpuMemoryUtilization 0.9"),
+    (("servedModelName=--enforce-eager",), "servedModelName", "take it for a flag"),
+    (("terminationAction=DELETE",), "terminationAction", "pulumi config rm gemma4-t4:terminationAction"),
+    (("gpuType=nvidia-tesla-v100", "allowNonT4Gpu=true", "dtype=bfloat16"), "dtype", "dtype float16"),
+    (("gemma4_t4:maxModelLen=999999999",), "gemma4_t4:maxModelLen", "pulumi config set gemma4-t4:maxModelLen"),
+    (("gemma-4-t4:zone=europe-west9-a",), "gemma-4-t4:zone", "not this project's"),
+    (("labels.team=a.b",), "labels.team", "labels.team a_b"),
+    (("labels.1team=x",), "labels.1team", "labels.l1team x"),
 ]
 
 SAGEMAKER = [
@@ -152,13 +162,21 @@ SAGEMAKER = [
     (("gpuMemoryUtilization=1.5",), "gpuMemoryUtilization", "gpuMemoryUtilization 0.9"),
     (("model=xbill9/gemma-4-26B-A4B-it-qat-q4_0-w4a16-ct-text-emb4",), "model", "cannot start on one Tesla T4"),
     (("model=xbill9/gemma-4-26B-A4B-it-qat-q4_0-w4a16-ct-text-emb4",), "model", "tensorParallelSize 2"),
+    # found by trying ~340 configs as a user would (the config issue's audit)
+    (("labels.aws:owner=me",), "labels.aws:owner", "reserved for AWS"),
+    (("labels.team=a\tb",), "labels.team", "breaks AWS's rule"),
+    ((TAGS_49,), "labels", "including app=gemma4-t4 and gemma4-t4:stack"),
+    (("endpointTtl=1000000000d",), "endpointTtl", "more than 365 days"),
+    (("endpointTtl=3000000d",), "endpointTtl", "more than 365 days"),
+    (("instanceType=ml.p3.2xlarge", "allowNonT4Instance=true", "dtype=bfloat16"), "dtype", "V100"),
+    (("gpuMemoryUtilization=1",), "gpuMemoryUtilization", "gpuMemoryUtilization 0.9"),
 ]
 
 CASES = [("gce-t4", *case) for case in GCE] + [("sagemaker-t4", *case) for case in SAGEMAKER]
 
 
 def _qualified(key: str) -> str:
-    return key if key.startswith("aws:") else f"gemma4-t4:{key}"
+    return key if ":" in key.split(".", 1)[0] else f"gemma4-t4:{key}"
 
 
 @pytest.mark.parametrize("stack,overrides,key,fragment", CASES,
@@ -183,3 +201,15 @@ def test_the_26b_a4b_on_one_t4_is_refused_with_the_numbers(refused_stack):
     assert error.key == "gemma4-t4:model"
     assert "0.97 x 14.56 GiB = 14.13 GiB for vLLM; weights 14.20 GiB + overheads 0.43 GiB" in str(error)
     assert "leave -0.50 GiB for the KV cache" in str(error)
+
+
+def test_what_the_audit_found_wrongly_refused_or_misblamed_now_plans(run_stack):
+    """A tensor-parallel size written as 2.0 picks its shape as 2 does (it blamed machineType), and a
+    base image pinned by tag and digest is a private ECR image (pins.py documents that form)."""
+    plan = run_stack("gce-t4", "tensorParallelSize=2.0")
+    assert plan.one("gcp:compute/instance:Instance").inputs["machineType"] == "n1-standard-4"
+    assert run_stack("sagemaker-t4", "tensorParallelSize=4.0").one(
+        "aws:sagemaker/endpointConfiguration:EndpointConfiguration").inputs["productionVariants"][0][
+        "instanceType"] == "ml.g4dn.12xlarge"
+    base = "763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.3"
+    assert run_stack("sagemaker-t4", f"baseImage={base}@sha256:{'a' * 64}").find("command:local:Command")

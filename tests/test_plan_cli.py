@@ -58,6 +58,11 @@ def test_refused_config_exits_2_with_the_message():
     assert result.stdout == ""
 
 
+def test_a_refusal_prints_the_key_as_typed_not_an_emoji():
+    result = plan_cli("gce-t4", "--config", "cloud=aws")  # rich would print gemma4-t4:cloud: as "gemma4-t4☁"
+    assert result.returncode == 2 and "gemma4-t4:cloud: unknown cloud 'aws'" in result.stderr, result.stderr
+
+
 @pytest.mark.parametrize("stack,override", [
     ("gce-t4", "gemma4-t4:maxModelLen.x=1"),
     ("gce-t4", "gemma4-t4:model=google/gemma 4"),

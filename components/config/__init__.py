@@ -90,11 +90,29 @@ def _refuse_other_cloud(keys: Mapping[str, Any], cloud: str) -> None:
                               f"ignored{instead}", f"pulumi config rm {PROJECT}:{key}")
 
 
-def _refuse_plain_secrets(keys: Mapping[str, Any], secret_keys: set[str]) -> None:
+def _refuse_plain_secrets(keys: Mapping[str, Any], secret_keys: set[str], cloud: str) -> None:
     for key in SECRET_KEYS:
         if _as_text(keys.get(key)) and f"{PROJECT}:{key}" not in secret_keys:
-            raise ConfigError(key, "is stored in plain text in the stack file",
-                              f"pulumi config rm {PROJECT}:{key} && pulumi config set --secret {PROJECT}:{key} VALUE")
+            if key in keys_of(COMPONENT_ARGS[cloud]):
+                fix = f"pulumi config rm {PROJECT}:{key} && pulumi config set --secret {PROJECT}:{key} VALUE"
+            else:  # this cloud does not take it at all: setting it as a secret would be refused next
+                fix = f"pulumi config rm {PROJECT}:{key} (a {cloud} stack uses {COUNTERPART.get(key, 'nothing')})"
+            raise ConfigError(key, "is stored in plain text in the stack file", fix)
+
+
+def _refuse_stray_namespaces(config: Mapping[str, Any]) -> None:
+    """A key whose namespace is a misspelling of the project's, or holds a dot (`labels.aws:owner`
+    reads as the namespace `labels.aws`), reaches no setting: Pulumi would hand it to nobody."""
+    for key in config:
+        namespace, sep, name = key.partition(":")
+        if not sep or namespace == PROJECT:
+            continue
+        if "." in namespace:
+            raise ConfigError(key, f"reads as the namespace {namespace!r}, so it sets nothing",
+                              f"pulumi config rm {key} && pulumi config set --path '{PROJECT}:{key}' VALUE")
+        if difflib.get_close_matches(namespace.lower(), [PROJECT], n=1, cutoff=0.75):
+            raise ConfigError(key, f"is in the namespace {namespace!r}, not this project's {PROJECT!r}, so it "
+                              "sets nothing", f"pulumi config rm {key} && pulumi config set {PROJECT}:{name} VALUE")
 
 
 def _suggestion(model: type[StackArgs], key: str, error: Mapping[str, Any]) -> Any:
@@ -135,12 +153,13 @@ def load_args(config: Mapping[str, Any], secret_keys: set[str] | frozenset[str] 
     a secret that is set.
     """
     prefix = f"{PROJECT}:"
+    _refuse_stray_namespaces(config)
     keys = {k[len(prefix):]: v for k, v in config.items() if k.startswith(prefix)}
-    _refuse_plain_secrets(keys, set(secret_keys))
     _refuse_unknown(keys)
     cloud = _as_text(keys.get("cloud", "gce"))
     if cloud not in COMPONENT_ARGS:
         raise ConfigError("cloud", f"unknown cloud {cloud!r}", f"{set_cmd('cloud', 'gce')} (or sagemaker)")
+    _refuse_plain_secrets(keys, set(secret_keys), cloud)
     _refuse_other_cloud(keys, cloud)
     model = COMPONENT_ARGS[cloud]
     values: dict[str, Any] = {k: v for k, v in keys.items() if k in keys_of(model)}

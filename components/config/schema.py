@@ -26,6 +26,11 @@ MIN_IDLE_STOP_MINUTES = 5
 # endpointTtl is counted from when the endpoint is in service, so it can never be already past when
 # the schedule is made; this minimum leaves time to use the endpoint once it is up.
 MIN_TTL = timedelta(minutes=15)
+# Past a year a TTL guards no cost (and the date it gives must stay a date).
+MAX_TTL = timedelta(days=365)
+# vLLM refuses to start when the GPU's free memory is below total x utilization, and the CUDA
+# context always holds some: 1.0 never starts. Seed 002 started (and loaded weights) at 0.97.
+MAX_GPU_MEMORY_UTILIZATION = 0.97
 TTL_PATTERN = re.compile(r"(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?")
 HEALTH_CHECK_RANGE_S = (60, 3600)  # what SageMaker accepts for both timeouts (ProductionVariant API)
 UNPRIVILEGED_PORTS = 1024  # vLLM runs as an unprivileged user on the VM
@@ -86,6 +91,9 @@ def _served_name(value: Any) -> Any:
     short enough to stay a name."""
     if isinstance(value, str) and (len(value) > 128 or any(c.isspace() for c in value)):
         raise ValueError("must be one word of at most 128 characters, without spaces")
+    if isinstance(value, str) and value.startswith("-"):
+        # vLLM's parser would read it as the next flag and exit ("expected at least one argument").
+        raise ValueError("must not start with '-': vLLM would take it for a flag and not start")
     return value
 
 
@@ -111,7 +119,8 @@ class StackArgs(BaseModel):
     dtype: DType = Field("float16", description="vLLM --dtype; a T4 has no bfloat16, so float16 (or float32)")
     max_model_len: int = Field(16384, ge=1, description="vLLM --max-model-len: the longest request in tokens")
     gpu_memory_utilization: float = Field(
-        0.9, gt=0, le=1, allow_inf_nan=False, description="vLLM --gpu-memory-utilization: share of the GPU it claims")
+        0.9, gt=0, le=MAX_GPU_MEMORY_UTILIZATION, allow_inf_nan=False,
+        description="vLLM --gpu-memory-utilization: share of the GPU it claims")
     max_num_seqs: int = Field(8, ge=1, le=catalog.vllm.MAX_NUM_SEQS,
                               description="vLLM --max-num-seqs: requests served at once")
     language_model_only: Flag = Field(True, description="vLLM --language-model-only: skip vision and audio towers")
@@ -141,9 +150,10 @@ def _tensor_parallel_size(data: Any) -> int | None:
     """tensorParallelSize as given, before validation (None: not a size; its own check refuses it)."""
     raw = data.get("tensorParallelSize", data.get("tensor_parallel_size", 1)) if isinstance(data, dict) else 1
     try:
-        size = int(str(raw).strip())
+        number = float(str(raw).strip())  # "2" and "2.0" alike, as the field itself takes them
     except ValueError:
         return None
+    size = int(number) if number.is_integer() else None
     return size if size in catalog.TENSOR_PARALLEL_SIZES else None
 
 
@@ -173,6 +183,9 @@ def parse_ttl(raw: str) -> timedelta | None:
         raise ConfigError("endpointTtl", f"{raw!r} is a point in time; endpointTtl is a duration counted from "
                           "when the endpoint is in service, so it can never be in the past", fix)
     days, hours, minutes = (int(match.group(k) or 0) for k in "dhm")
+    if days * 1440 + hours * 60 + minutes > MAX_TTL.days * 1440:
+        raise ConfigError("endpointTtl", f"{raw} is more than {MAX_TTL.days} days: a TTL that far away guards no "
+                          "cost", fix)
     ttl = timedelta(days=days, hours=hours, minutes=minutes)
     if ttl < MIN_TTL:
         raise ConfigError("endpointTtl", f"{raw} is less than {MIN_TTL.seconds // 60} min", fix)
@@ -249,6 +262,9 @@ class GceT4ServerArgs(StackArgs):
             raise ConfigError("gpuType", f"{self.gpu_type!r} is not a Tesla T4, the GPU this project is built and "
                               "priced for", f"{set_cmd('gpuType', 'nvidia-tesla-t4')}, or opt in with "
                               f"{set_cmd('allowNonT4Gpu', True)}")
+        if not t4 and self.dtype in ("bfloat16", "auto") and self.gpu_type in catalog.NO_BFLOAT16_GPUS:
+            raise ConfigError("dtype", f"{self.dtype!r} needs bfloat16, which {self.gpu_type} (compute capability "
+                              "below 8.0) does not have", set_cmd("dtype", "float16"))
         if not t4 and self.gpu_type not in catalog.N1_ATTACHABLE_GPUS:
             family = catalog.GPU_MACHINE_FAMILY.get(self.gpu_type)
             why = f"it comes only on {family} machine types" if family else "it is not one of the GPUs N1 takes"
@@ -293,6 +309,10 @@ class GceT4ServerArgs(StackArgs):
                               set_cmd("onHostMaintenance", "TERMINATE"))
 
     def _check_scheduling(self) -> None:
+        if self.termination_action and not (self.spot or self.max_run_hours):
+            raise ConfigError("terminationAction", f"{self.termination_action} applies only to a SPOT VM or one with "
+                              "maxRunHours; GCE refuses a termination action on a standard VM without a run limit",
+                              f"pulumi config rm {PROJECT}:terminationAction (or {set_cmd('maxRunHours', 8)})")
         if self.spot and self.max_run_hours and not self.termination_action:
             raise ConfigError("terminationAction", "a SPOT VM with maxRunHours needs an explicit termination action",
                               f"{set_cmd('terminationAction', 'STOP')} (the data disk stays either way)")
@@ -336,13 +356,22 @@ def _check_n1_disk(key: str, disk_type: str, size_gb: int) -> None:
                           set_cmd(size_key, min(max(size_gb, limits.min_gb), limits.max_gb)))
 
 
+def _gce_label(text: str, key: bool = False) -> str:
+    """TEXT made to follow GCE's label rule, for a fix that works: lowercase letters, digits, _ and
+    -, at most 63, a key starting with a letter."""
+    cleaned = re.sub(r"[^a-z0-9_-]", "_", text.lower())[:63]
+    if key and not cleaned[:1].isalpha():
+        cleaned = f"l{cleaned}"[:63] if cleaned else "team"
+    return cleaned
+
+
 def _check_gce_labels(labels: dict[str, str]) -> None:
     user_max = catalog.GCE_MAX_LABELS - 1  # app=gemma4-t4 is always there
     if len(labels) > user_max:
         raise ConfigError("labels", f"{len(labels)} labels, and GCE allows {catalog.GCE_MAX_LABELS} per resource "
                           "including app=gemma4-t4", f"pulumi config rm --path {PROJECT}:labels.NAME (keep {user_max})")
     for name, value in labels.items():
-        fix = f"pulumi config set --path {PROJECT}:labels.{name.lower() or 'team'} {value.lower() or 'VALUE'}"
+        fix = f"pulumi config set --path {PROJECT}:labels.{_gce_label(name, key=True)} {_gce_label(value) or 'VALUE'}"
         if name == "app":
             raise ConfigError("labels", "app is the project's own label (app=gemma4-t4)", "use another label name")
         if not catalog.GCE_LABEL_KEY.fullmatch(name):
@@ -354,10 +383,11 @@ def _check_gce_labels(labels: dict[str, str]) -> None:
 
 
 def _check_aws_tags(tags: dict[str, str]) -> None:
-    user_max = catalog.AWS_MAX_TAGS - 1  # app=gemma4-t4 is always there
+    user_max = catalog.AWS_MAX_TAGS - 2  # app=gemma4-t4 everywhere, and the endpoint's stack tag
     if len(tags) > user_max:
         raise ConfigError("labels", f"{len(tags)} tags, and AWS allows {catalog.AWS_MAX_TAGS} per resource "
-                          "including app=gemma4-t4", f"pulumi config rm --path {PROJECT}:labels.NAME (keep {user_max})")
+                          f"including app=gemma4-t4 and {catalog.SAGEMAKER_STACK_TAG}",
+                          f"pulumi config rm --path {PROJECT}:labels.NAME (keep {user_max})")
     for name, value in tags.items():
         fix = f"pulumi config rm --path {PROJECT}:labels.{name}, then set a tag that follows the rule"
         if name.lower().startswith(catalog.AWS_RESERVED_TAG_PREFIX):
@@ -448,6 +478,10 @@ class SageMakerT4EndpointArgs(StackArgs):
             raise ConfigError("instanceType", f"{self.instance_type} carries {has}, not the Tesla T4 this project is "
                               f"built and priced for", f"{set_cmd('instanceType', pick)}, or opt in with "
                               f"{set_cmd('allowNonT4Instance', True)}")
+        if self.gpu is None and self.dtype in ("bfloat16", "auto") and instance.gpu in catalog.NO_BFLOAT16_GPUS:
+            raise ConfigError("dtype", f"{self.dtype!r} needs bfloat16, which the {instance.gpu} of "
+                              f"{self.instance_type} (compute capability below 8.0) does not have",
+                              set_cmd("dtype", "float16"))
         if instance.gpus < self.tensor_parallel_size:
             raise ConfigError(
                 "instanceType", f"{self.instance_type} carries {instance.gpus} GPU{'s' * (instance.gpus > 1)}, and "

@@ -60,7 +60,7 @@ from .gce import (
     n1_standard_for,
     region_of,
 )
-from .gpus import GIB, T4_CARD_MIB, TENSOR_PARALLEL_SIZES, TESLA_T4, Gpu, heads_per_rank
+from .gpus import GIB, NO_BFLOAT16_GPUS, T4_CARD_MIB, TENSOR_PARALLEL_SIZES, TESLA_T4, Gpu, heads_per_rank
 from .models import MODELS, Model, find_model
 from .pins import CLAMP_VERIFIED_VLLM, PINS
 from .prices import HOURS_PER_MONTH, Price
@@ -92,6 +92,7 @@ __all__ = [
     "N1_DISK_TYPES",
     "N1_SHAPES",
     "NOT_ON_N1_DISK_TYPES",
+    "NO_BFLOAT16_GPUS",
     "PINS",
     "SAGEMAKER_AMIS",
     "SAGEMAKER_BASE_IMAGE_CUDA",

@@ -52,7 +52,8 @@ def sagemaker_t4_instance_for(t4s: int) -> str:
 # digits, spaces and _ . : / = + - @; the aws: prefix is reserved for AWS (any case).
 AWS_MAX_TAGS = 50
 AWS_TAG_KEY_MAX, AWS_TAG_VALUE_MAX = 128, 256
-AWS_TAG_CHARS = re.compile(r"[\w\s.:/=+\-@]*")
+# \p{Z} in AWS's pattern is the space separators, not tabs or newlines.
+AWS_TAG_CHARS = re.compile(r"[\w .:/=+\-@\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*")
 AWS_RESERVED_TAG_PREFIX = "aws:"
 
 # SageMaker real-time inference, on demand, us-east-2 (seed 002: the AWS Price List API, 2026-09-30).
@@ -133,4 +134,5 @@ def cuda_required_by_image(image: str) -> tuple[int, int] | None:
 # A private ECR image reference: ACCOUNT.dkr.ecr.REGION.amazonaws.com[.cn]/NAME(:TAG|@sha256:DIGEST).
 # SageMaker pulls only from ECR ("Using a Public Gallery image ... is not supported").
 ECR_IMAGE = re.compile(r"(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/"
-                       r"(?P<name>[a-z0-9]+(?:[._/-][a-z0-9]+)*)(?::[\w][\w.-]{0,127}|@sha256:[0-9a-f]{64})")
+                       r"(?P<name>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
+                       r"(?::[\w][\w.-]{0,127}(?:@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})")

@@ -41,5 +41,12 @@ TESLA_T4 = Gpu(
 )
 
 
+# GPUs below compute capability 8.0, on which vLLM refuses bfloat16 ("Bfloat16 is only supported
+# on GPUs with compute capability of at least 8.0", vllm/platforms/cuda.py), by GCE accelerator type
+# and SageMaker GPU name: NVIDIA's CUDA GPU list gives P100 6.0, P4 6.1, V100 7.0, T4 7.5.
+NO_BFLOAT16_GPUS = frozenset({"nvidia-tesla-p100", "nvidia-tesla-p4", "nvidia-tesla-v100", "nvidia-tesla-t4",
+                              "V100", "Tesla T4"})
+
+
 # nvidia-smi's memory.total for a T4 (seed 000: "Tesla T4, 7.5, 15360 MiB").
 T4_CARD_MIB = 15360

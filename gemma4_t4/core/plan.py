@@ -44,7 +44,9 @@ def find_project(start: Path | None = None) -> Path:
 
 
 def _qualify(key: str) -> str:
-    return key if ":" in key else f"{PROJECT}:{key}"
+    """gemma4-t4:KEY for a bare key. A ':' after a dot is part of a path (labels.aws:owner: the tag
+    aws:owner), not a namespace."""
+    return key if ":" in key.split(".", 1)[0] else f"{PROJECT}:{key}"
 
 
 def load_stack_config(stack: str, overrides: Sequence[str] = (), repo: Path | None = None) -> dict[str, Any]:
