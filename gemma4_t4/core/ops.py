@@ -36,7 +36,9 @@ def target_from_outputs(stack: str, outputs: dict[str, Any]) -> Target:
     if not isinstance(target, dict):
         raise TargetError(f"stack {stack} has no `target` output: was it deployed with this version of gemma4-t4?")
     if cloud == "sagemaker":
-        return SageMakerTarget(target["endpoint_name"], target["region"], profile=target.get("profile"))
+        return SageMakerTarget(target["endpoint_name"], target["region"], profile=target.get("profile"),
+                               ttl_deletes_at=outputs.get("endpoint_deletes_at"),
+                               ttl_dead_letter_queue_url=outputs.get("ttl_dead_letter_queue_url"))
     if cloud == "gce":
         port = int(outputs["port"])
         return GceTarget(f"http://127.0.0.1:{port}", label=f"gce:{target['instance']}", instance=target["instance"],

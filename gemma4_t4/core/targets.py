@@ -249,6 +249,10 @@ class SageMakerTarget:
     region: str
     endpoint_url: str | None = None  # a local stand-in (tests); None for AWS
     profile: str | None = None  # the stack's aws:profile; None: the default chain (AWS_*, ~/.aws)
+    # The stack's endpointTtl, when it has one: when the schedule deletes the endpoint, and the
+    # dead-letter queue where a delete that kept failing lands (then the endpoint still bills).
+    ttl_deletes_at: str | None = None
+    ttl_dead_letter_queue_url: str | None = None
     label: str = ""
     read_timeout_s: float = SAGEMAKER_READ_TIMEOUT_S
     runtime: Any = field(init=False, repr=False)
@@ -331,7 +335,23 @@ class SageMakerTarget:
         info = {"endpoint_status": described["EndpointStatus"]}
         if described.get("FailureReason"):
             info["failure_reason"] = described["FailureReason"]
+        if self.ttl_deletes_at:
+            info["ttl_deletes_at"] = self.ttl_deletes_at
+        if self.ttl_dead_letter_queue_url:
+            failed = self.failed_ttl_deletes()
+            info["ttl_failed_deletes"] = failed
+            if failed:
+                info["ttl_warning"] = (f"the TTL's delete failed {failed} time(s) and is not retried again: the "
+                                       f"endpoint was NOT deleted and bills; delete it with `pulumi destroy` and read "
+                                       f"the reason in {self.ttl_dead_letter_queue_url}")
         return info
+
+    def failed_ttl_deletes(self) -> int:
+        """Messages in the TTL's dead-letter queue: each is a delete Scheduler gave up on."""
+        sqs = self._session.client("sqs", endpoint_url=self.endpoint_url)
+        attributes = self._call(sqs.get_queue_attributes, QueueUrl=self.ttl_dead_letter_queue_url,
+                                AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
+        return int(attributes["ApproximateNumberOfMessages"])
 
     def health(self) -> bool:
         return self.describe()["endpoint_status"] == "InService"
