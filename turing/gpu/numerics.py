@@ -2,7 +2,7 @@
 float32 reference attention, and stock-vs-clamped timings. Needs a CUDA GPU (any: the clamp is
 applied with the T4's 65,536-byte limit, so the launch parameters are exactly a T4's).
 
-    PYTHONPATH=turing:.device/vllm-0.34.0/shim python3 turing/gpu/numerics.py --version 0.34.0 --out result.json
+    PYTHONPATH=turing:.device/vllm-0.33.0/shim python3 turing/gpu/numerics.py --version 0.33.0 --out result.json
 
 ``--cases ratios`` runs 1, 2, 8 and 16 query heads per KV head on 2 KV heads; ``--cases per-rank``
 the query and KV heads one rank holds when a Gemma 4 build is split over 1, 2 or 4 T4s
