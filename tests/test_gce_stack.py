@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import yaml
 from conftest import REPO, require_tool, run
@@ -113,7 +115,9 @@ def test_rendered_user_data_passes_cloud_init_schema(run_stack, tmp_path):
     path.write_text(run_stack("gce-t4").one(INSTANCE).inputs["metadata"]["user-data"])
     result = run(["cloud-init", "schema", "--config-file", str(path)])
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Valid cloud-config" in result.stdout
+    # cloud-init 22.4 (Debian 12) says "Valid cloud-config: PATH", 25.x (Debian 13, the guest's) "Valid schema PATH".
+    assert re.match(r"Valid (cloud-config|schema)\b", result.stdout), result.stdout
+    assert "deprecat" not in (result.stdout + result.stderr).lower(), "a key the guest's cloud-init deprecates"
 
 
 def _guest_file(plan, path: str) -> str:

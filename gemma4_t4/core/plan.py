@@ -253,20 +253,17 @@ _PROGRAM_LOCK = threading.Lock()
 
 def run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
                 project_dir: Path | None = None, cloud: MockCloud | None = None) -> Plan:
-    """``_run_program`` from any thread (a front end's worker thread has no event loop of its
-    own, which Pulumi's runtime needs), one program at a time."""
+    """``_run_program`` from any thread, one program at a time, each on an event loop of its own:
+    Pulumi's runtime needs a current loop, a front end's worker thread has none, and asking for
+    the main thread's implicit one is deprecated (Python 3.12 warns, 3.14 raises)."""
     with _PROGRAM_LOCK:
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
         try:
-            asyncio.get_event_loop()
-        except RuntimeError:  # not the main thread: give this one a loop for the program's run
-            loop = asyncio.new_event_loop()
-            asyncio.set_event_loop(loop)
-            try:
-                return _run_program(stack, config, plan, project_dir, cloud)
-            finally:
-                asyncio.set_event_loop(None)
-                loop.close()
-        return _run_program(stack, config, plan, project_dir, cloud)
+            return _run_program(stack, config, plan, project_dir, cloud)
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
 
 
 def _run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
