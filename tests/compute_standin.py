@@ -17,6 +17,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from conftest import send_json
+
 RECORDED = json.loads((Path(__file__).parent / "fixtures" / "compute_engine.json").read_text())
 BASE = "https://www.googleapis.com/compute/v1"
 ROUTE = re.compile(r"^/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/"
@@ -44,12 +46,7 @@ class ComputeStandIn:
                 pass
 
             def _reply(self, status: int, doc: dict) -> None:
-                body = json.dumps(doc).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
+                send_json(self, status, doc)
 
             def _route(self, method: str) -> None:
                 if method == "POST":

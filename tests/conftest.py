@@ -86,6 +86,16 @@ def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, **kwargs)
 
 
+def send_json(handler, status: int, doc: dict, content_type: str = "application/json; charset=UTF-8") -> None:
+    """A stand-in API's JSON reply (the default content type is Google's APIs')."""
+    body = json.dumps(doc).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", content_type)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -127,6 +137,16 @@ def vllm_server(tmp_path_factory):
     except subprocess.TimeoutExpired:
         os.killpg(server.pid, signal.SIGKILL)
     log.close()
+
+
+@pytest.fixture(scope="module")
+def moto():
+    """moto's server on loopback, one per test module: a test calls its reset() for a fresh account."""
+    from aws_standin import MotoAws
+
+    server = MotoAws()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlparse
 
+from conftest import send_json
+
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gce"
 FILTER = re.compile(r'name\s*=\s*"?(?P<name>[\w-]+)"?')
 
@@ -54,12 +56,7 @@ class _Handler(BaseHTTPRequestHandler):
         return doc
 
     def _json(self, doc: dict[str, Any], status: int = 200) -> None:
-        body = json.dumps(doc).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_json(self, status, doc)
 
 
 class ComputeStandIn:

@@ -26,7 +26,7 @@ from sagemaker_standin import StandIn
 
 from gemma4_t4.mcp.server import CHANGES_STATE, COSTS_MONEY
 
-pytestmark = pytest.mark.cli
+pytestmark = [pytest.mark.cli, pytest.mark.standin]
 
 TOOLS = {"plan", "cost", "preflight", "fit", "status", "wait", "query", "logs", "bench", "bench_compare", "stop",
          "start"}

@@ -11,7 +11,7 @@ from conftest import REPO, run
 
 from gemma4_t4.core import plan as plan_mod
 
-pytestmark = pytest.mark.cli
+pytestmark = [pytest.mark.cli, pytest.mark.standin]
 
 
 def plan_cli(*args: str):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from aws_standin import MotoAws
 
 from gemma4_t4 import catalog
 from gemma4_t4.core import plan as plan_mod
@@ -96,13 +95,7 @@ def test_the_ttl_may_deregister_the_target_it_deletes_the_endpoint_of(run_stack)
 # --- the planned target and policy, registered in moto through the real API --------------------------
 
 
-@pytest.fixture(scope="module")
-def moto():
-    server = MotoAws()
-    yield server
-    server.stop()
-
-
+@pytest.mark.standin
 def test_the_planned_target_and_policy_register_on_a_real_endpoint(moto, run_stack):
     moto.reset()
     plan = run_stack("sagemaker-t4", "maxInstanceCount=3", "minInstanceCount=1")

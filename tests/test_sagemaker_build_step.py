@@ -11,25 +11,18 @@ import subprocess
 import sys
 
 import pytest
-from aws_standin import ACCOUNT, REGION, CodeBuildWorker, MotoAws, Outcome, manifest
+from aws_standin import ACCOUNT, REGION, CodeBuildWorker, Outcome, manifest
 from conftest import REPO
 
 from components import image_build
 from components.scripts import codebuild_run
 from gemma4_t4 import catalog
 
-pytestmark = pytest.mark.components
+pytestmark = [pytest.mark.components, pytest.mark.standin]
 
 BASE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.3"
 TAG = "vllm-0.30.0-sm75-0123456789abcdef"
 FAST = {"POLL_S": "0.05", "RETRY_WAIT_S": "0", "POLICY_WAIT_S": "0.5"}
-
-
-@pytest.fixture(scope="module")
-def moto():
-    server = MotoAws()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

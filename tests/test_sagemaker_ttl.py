@@ -9,20 +9,13 @@ import json
 import re
 
 import pytest
-from aws_standin import MotoAws, allows, fire_schedule, set_endpoint_status
+from aws_standin import allows, fire_schedule, set_endpoint_status
 
-pytestmark = pytest.mark.components
+pytestmark = [pytest.mark.components, pytest.mark.standin]
 
 SCHEDULE = "aws:scheduler/schedule:Schedule"
 # EventBridge Scheduler's one-time expression (API reference, ScheduleExpression).
 AT = re.compile(r"at\(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\)")
-
-
-@pytest.fixture(scope="module")
-def moto():
-    server = MotoAws()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
