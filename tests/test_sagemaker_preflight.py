@@ -10,7 +10,7 @@ import os
 import sys
 
 import pytest
-from aws_standin import MotoAws, add_sagemaker_quotas, set_endpoint_status
+from aws_standin import add_sagemaker_quotas, set_endpoint_status
 from conftest import REPO, run
 
 from gemma4_t4 import catalog
@@ -18,16 +18,9 @@ from gemma4_t4.core import capacity, preflight
 from gemma4_t4.core import plan as plan_mod
 from gemma4_t4.errors import ConfigError
 
-pytestmark = pytest.mark.core
+pytestmark = [pytest.mark.core, pytest.mark.standin]
 
 G4DN = "ml.g4dn.xlarge for endpoint usage"
-
-
-@pytest.fixture(scope="module")
-def moto():
-    server = MotoAws()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
@@ -77,6 +70,19 @@ def test_failed_endpoints_hold_no_instances_and_other_types_do_not_count(aws, mo
     endpoint(aws, "another", 1)
     check = checks()[G4DN]
     assert check.ok and "in use 1, free 1" in check.detail
+
+
+def test_an_endpoint_whose_config_was_deleted_is_named_not_a_crash(aws, monkeypatch):
+    """SageMaker lets an endpoint config be deleted while its endpoint serves; its type is then
+    unknown, so its instances cannot be counted: the check says so instead of failing on AWS."""
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 2.0})
+    endpoint(aws, "orphaned", 1)
+    endpoint(aws, "another", 1)
+    aws.client("sagemaker", region_name="us-east-2").delete_endpoint_config(EndpointConfigName="orphaned")
+    result = checks()
+    assert result[G4DN].ok and "in use 1, free 1" in result[G4DN].detail
+    untyped = result["endpoints of unknown instance type"]
+    assert untyped.ok and untyped.warning and untyped.detail.startswith("orphaned: serving")
 
 
 def test_a_full_quota_fails_with_the_number_to_request(aws, monkeypatch):

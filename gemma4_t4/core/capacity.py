@@ -211,7 +211,7 @@ def fetch_sagemaker_regions(instance_type: str, stack: str, regions: list[str],
 
     def one(region: str) -> RegionQuota:
         try:
-            quota, in_use, own = fetch_sagemaker(region, instance_type, stack, profile)
+            quota, in_use, own, _untyped = fetch_sagemaker(region, instance_type, stack, profile)
         except PreflightError as err:
             if "no AWS credentials" in str(err):
                 raise

@@ -14,7 +14,7 @@ fetch functions only call the clouds' own client libraries.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -126,11 +126,13 @@ class EndpointQuota:
 
 
 def sagemaker_checks(region: str, instance_type: str, instances: int, quota: EndpointQuota | None,
-                     in_use: int, own_fleet: int | None, most: int | None = None) -> list[Check]:
+                     in_use: int, own_fleet: int | None, most: int | None = None,
+                     untyped: Sequence[str] = ()) -> list[Check]:
     """quota: the account's "<type> for endpoint usage" (None: SageMaker does not offer the type in
     the region); in_use: instances of the type held by the account's endpoints in the region;
     own_fleet: those held by this stack's endpoint (None: the stack has none yet); instances: what
-    the endpoint starts with; most: the most autoscaling may run it at (None: no autoscaling)."""
+    the endpoint starts with; most: the most autoscaling may run it at (None: no autoscaling);
+    untyped: endpoints whose config is gone, so their instances could not be counted."""
     name = endpoint_quota_name(instance_type)
     if quota is None:
         return [Check(name, False, f"no such quota in {region}: SageMaker does not offer {instance_type} here",
@@ -173,6 +175,12 @@ def sagemaker_checks(region: str, instance_type: str, instances: int, quota: End
                                               f"old and the new fleet at once: it needs {need} {instance_type}, the "
                                               f"limit is {limit}, so it would fail; an up that changes nothing else "
                                               "is fine", request(need), warning=True))
+    if untyped:
+        checks.append(Check("endpoints of unknown instance type", True,
+                            f"{', '.join(untyped)}: serving, but their endpoint config was deleted, so their "
+                            f"instances are not counted above; any that are {instance_type} take from the same quota",
+                            "aws sagemaker describe-endpoint --endpoint-name NAME shows their instance counts",
+                            warning=True))
     return checks
 
 
@@ -203,8 +211,9 @@ def fetch_gce(project: str, region: str, accelerator: str) -> tuple[dict, dict, 
 
 
 def fetch_sagemaker(region: str, instance_type: str, stack: str,
-                    profile: str | None = None) -> tuple[EndpointQuota | None, int, int | None]:
-    """(the endpoint quota, instances of the type in use, those of this stack's endpoint or None),
+                    profile: str | None = None) -> tuple[EndpointQuota | None, int, int | None, list[str]]:
+    """(the endpoint quota, instances of the type in use, those of this stack's endpoint or None,
+    the endpoints whose instance type cannot be read),
     asked as the stack's aws:profile (the account its resources are made in) or the default chain."""
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -231,14 +240,24 @@ def _endpoint_quota(quotas, instance_type: str) -> EndpointQuota | None:
         return EndpointQuota(name, default["QuotaCode"], float(default["Value"]), False)
 
 
-def _instances_in_use(sagemaker, instance_type: str, stack: str) -> tuple[int, int | None]:
-    in_use, own = 0, None
+def _instances_in_use(sagemaker, instance_type: str, stack: str) -> tuple[int, int | None, list[str]]:
+    """(instances of the type held, those of this stack's endpoint or None, the endpoints whose type
+    cannot be read: their endpoint config was deleted while they kept serving, which SageMaker allows)."""
+    from botocore.exceptions import ClientError
+
+    in_use, own, untyped = 0, None, []
     for page in sagemaker.get_paginator("list_endpoints").paginate():
         for summary in page["Endpoints"]:
             if summary["EndpointStatus"] in SAGEMAKER_IDLE_STATUSES:
                 continue
             endpoint = sagemaker.describe_endpoint(EndpointName=summary["EndpointName"])
-            config = sagemaker.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
+            try:
+                config = sagemaker.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
+            except ClientError as err:
+                if err.response["Error"]["Code"] != "ValidationException":
+                    raise
+                untyped.append(summary["EndpointName"])
+                continue
             types = {v["VariantName"]: v.get("InstanceType") for v in config["ProductionVariants"]}
             running = {v["VariantName"]: max(v.get("CurrentInstanceCount", 0), v.get("DesiredInstanceCount", 0))
                        for v in endpoint.get("ProductionVariants", [])}
@@ -248,7 +267,7 @@ def _instances_in_use(sagemaker, instance_type: str, stack: str) -> tuple[int, i
             tags = sagemaker.list_tags(ResourceArn=endpoint["EndpointArn"]).get("Tags", [])
             if {"Key": SAGEMAKER_STACK_TAG, "Value": stack} in tags:
                 own = held
-    return in_use, own
+    return in_use, own, untyped
 
 
 def gcp_project(config: dict[str, Any], project: str | None) -> str:
@@ -279,6 +298,6 @@ def run(stack: str, config: dict[str, Any], project: str | None = None,
         region_doc, project_doc, offering = fetch_gce(gcp_project(config, project), needs.region, needs.accelerator)
         return gce_checks(needs.region, needs.zone, needs.accelerator, needs.gpus, region_doc, project_doc, offering)
     region = aws_region(needs)
-    quota, in_use, own = fetch_sagemaker(region, needs.instance_type, stack, aws_profile(config))
+    quota, in_use, own, untyped = fetch_sagemaker(region, needs.instance_type, stack, aws_profile(config))
     return sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use, own,
-                            needs.most if needs.most > needs.instances else None)
+                            needs.most if needs.most > needs.instances else None, untyped)
