@@ -290,7 +290,10 @@ class VM:
         leader = self._leader()
         if leader is None:
             return subprocess.CompletedProcess(cmd, 255, "", "the guest is not running")
-        return subprocess.run(["nsenter", "-t", str(leader), "-m", "-u", "-i", "-n", "-p", "--", *cmd],
+        # -r/-w: the guest's own root and working directory. Entering its mount namespace alone
+        # lands at that namespace's root, which is the host's / when the test itself runs in a
+        # chroot (systemd-nspawn moves the guest over its directory and chroots into it).
+        return subprocess.run(["nsenter", "-t", str(leader), "-m", "-u", "-i", "-n", "-p", "-r", "-w", "--", *cmd],
                               capture_output=True, text=True, timeout=timeout)
 
     def journal(self, unit: str | None = None, boot: str = "all") -> str:
