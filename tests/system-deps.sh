@@ -27,6 +27,12 @@ for tool in "${!PACKAGE_OF[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin command -v "$tool" >/dev/null 2>&1 ||
     missing+=("${PACKAGE_OF[$tool]}")
 done
+# Debian 13's buildah (1.39) sets up a container's network only through netavark, which apt takes
+# as a mere Recommends ('could not find "netavark"' otherwise); Debian 12's (1.28) uses CNI.
+version_id=$(sed -n 's/^VERSION_ID="\{0,1\}\([0-9]*\).*/\1/p' /etc/os-release 2>/dev/null)
+if [ "${version_id:-0}" -ge 13 ] && [ ! -x /usr/lib/podman/netavark ]; then
+  missing+=(netavark)
+fi
 [ "${#missing[@]}" -eq 0 ] && exit 0
 mapfile -t packages < <(printf '%s\n' "${missing[@]}" | sort -u)
 
