@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,18 @@ VLLM, TORCH = catalog.PINS["vllm.sagemaker"], catalog.PINS["torch.cpu"]
 TRITON = catalog.PINS[f"triton.for_vllm.{VLLM}"]
 BASE = f"localhost/gemma4-t4/standin-base:vllm-{VLLM}-triton-{TRITON}-torch-{TORCH}"
 BUILDAH_ENV = {**os.environ, "BUILDAH_ISOLATION": "chroot", "STORAGE_DRIVER": "vfs"}
+
+
+def _ulimit(name: str, which: int, most: int) -> str:
+    """``--ulimit`` at this process's limit, at most ``most``: a container may lower a limit, but
+    raising one needs CAP_SYS_RESOURCE, which root in a sandbox or CI container may lack."""
+    soft, hard = (most if v == resource.RLIM_INFINITY else min(v, most) for v in resource.getrlimit(which))
+    return f"--ulimit={name}={soft}:{hard}"
+
+
+# Debian 13's buildah (1.39) raises open files and processes to 1048576 ("setting RLIMIT_NOFILE
+# ... operation not permitted"); Debian 12's (1.28) first sets its own process limit to 32768.
+ULIMITS = [_ulimit("nofile", resource.RLIMIT_NOFILE, 1048576), _ulimit("nproc", resource.RLIMIT_NPROC, 32768)]
 
 
 def buildah(*args: str, check: bool = True, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -50,7 +63,7 @@ def built(tmp_path_factory):
         (context / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, context / name)
     image = "localhost/gemma4-t4/clamped:test"
-    log = buildah("bud", "--layers=false", "--build-arg", f"BASE_IMAGE={BASE}",
+    log = buildah("bud", "--layers=false", *ULIMITS, "--build-arg", f"BASE_IMAGE={BASE}",
                   "--build-arg", "SM75_GATE_ARGS=--allow-cpu-torch", "--tag", image, str(context))
     base_config = json.loads(buildah("inspect", "--type", "image", BASE).stdout)["OCIv1"]["config"]
     yield log.stdout + log.stderr, image, base_config
@@ -60,7 +73,7 @@ def built(tmp_path_factory):
 @pytest.fixture(scope="module")
 def container(built):
     _, image, _ = built
-    name = buildah("from", image).stdout.strip()
+    name = buildah("from", *ULIMITS, image).stdout.strip()
     yield name
     buildah("rm", name, check=False)
 
@@ -69,12 +82,23 @@ def run_in(container: str, *command: str) -> subprocess.CompletedProcess:
     return buildah("run", container, "--", *command, check=False)
 
 
-def test_the_dockerfile_builds_and_its_gates_run_inside(built):
+def base_torch(container: str) -> str:
+    """The stand-in's torch: its CPU build where PyTorch's CPU index (or a copy) is reachable, else
+    PyPI's CUDA build (tests/fixtures/sagemaker-standin-base.sh)."""
+    result = run_in(container, "python3", "-c", "import torch; print(torch.__version__)")
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+def test_the_dockerfile_builds_and_its_gates_run_inside(built, container):
     log, _, _ = built
     assert f"turing_clamp check: OK: vLLM {VLLM}" in log
     assert "every variant fits: True; spill-free: True" in log
-    # The stand-in's torch is a CPU build: the gate says it could not look, in the build's log.
-    assert f"sm75 gate: NOT CHECKED: torch {TORCH}+cpu is a CPU build" in log
+    torch = base_torch(container)
+    if torch.endswith("+cpu"):  # the gate says it could not look, in the build's log
+        assert f"sm75 gate: NOT CHECKED: torch {torch} is a CPU build" in log
+    else:  # a CUDA build: the gate read its arch list, as on the real base
+        assert f"sm75 gate: torch {torch} (CUDA" in log and "sm_75" in log
 
 
 def test_the_image_keeps_the_base_entrypoint(built):
@@ -103,10 +127,14 @@ def test_the_base_python_is_externally_managed_and_stays_so(container):
     assert result.returncode != 0 and "externally-managed-environment" in result.stdout + result.stderr
 
 
-def test_the_gate_refuses_a_cpu_torch_without_the_stand_in_flag(container):
+def test_without_the_stand_in_flag_the_gate_refuses_a_cpu_torch_and_passes_a_cuda_one(container):
+    """As the real build runs it (no flag); every verdict on a fake torch: test_sagemaker_stack.py."""
     result = run_in(container, "python3", "/opt/turing-clamp/sm75_gate.py")
-    assert result.returncode == 1
-    assert "NOT CHECKED" in result.stderr and "only a CUDA torch can show sm_75" in result.stderr
+    if base_torch(container).endswith("+cpu"):
+        assert result.returncode == 1
+        assert "NOT CHECKED" in result.stderr and "only a CUDA torch can show sm_75" in result.stderr
+    else:
+        assert result.returncode == 0 and "arch: sm_75" in result.stdout, result.stdout + result.stderr
 
 
 def test_the_real_build_never_passes_the_stand_in_flag():
