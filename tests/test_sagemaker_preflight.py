@@ -85,6 +85,17 @@ def test_an_endpoint_whose_config_was_deleted_is_named_not_a_crash(aws, monkeypa
     assert untyped.ok and untyped.warning and untyped.detail.startswith("orphaned: serving")
 
 
+def test_all_regions_name_the_endpoints_they_could_not_count(aws, monkeypatch):
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 2.0})
+    endpoint(aws, "orphaned", 1)
+    aws.client("sagemaker", region_name="us-east-2").delete_endpoint_config(EndpointConfigName="orphaned")
+    needs = preflight.Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=1)
+    fetched = capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", "sagemaker-t4", ["us-east-2"])
+    assert fetched[0].untyped == ("orphaned",) and fetched[0].in_use == 0
+    row = capacity.sagemaker_regions(needs, fetched).rows[0]
+    assert "not counted: orphaned (serving, endpoint config deleted" in row.detail
+
+
 def test_a_full_quota_fails_with_the_number_to_request(aws, monkeypatch):
     add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 2.0})
     endpoint(aws, "a", 1)

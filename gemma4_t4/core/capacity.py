@@ -153,13 +153,15 @@ def fetch_gce_regions(project: str, accelerator: str, **client_kwargs: Any) -> t
 
 @dataclass(frozen=True)
 class RegionQuota:
-    """One region as fetched: the endpoint quota, instances in use, the stack's own; or the error."""
+    """One region as fetched: the endpoint quota, instances in use, the stack's own, the endpoints
+    whose type could not be read (their config was deleted); or the error."""
 
     region: str
     quota: EndpointQuota | None = None
     in_use: int = 0
     own: int | None = None
     error: str = ""
+    untyped: tuple[str, ...] = ()
 
 
 def sagemaker_regions(needs: Needs, fetched: list[RegionQuota]) -> RegionsReport:
@@ -186,6 +188,9 @@ def sagemaker_regions(needs: Needs, fetched: list[RegionQuota]) -> RegionsReport
         ok = limit - others >= most
         if not ok:
             detail += f"; request {others + most} (quota code {region.quota.code})"
+        if region.untyped:
+            detail += (f"; not counted: {', '.join(region.untyped)} (serving, endpoint config deleted, "
+                       "type unknown)")
         rows.append(RegionRow(region.region, ok, detail, limit, region.in_use))
     notes = []
     if needs.region not in {r.region for r in fetched}:
@@ -211,7 +216,7 @@ def fetch_sagemaker_regions(instance_type: str, stack: str, regions: list[str],
 
     def one(region: str) -> RegionQuota:
         try:
-            quota, in_use, own, _untyped = fetch_sagemaker(region, instance_type, stack, profile)
+            quota, in_use, own, untyped = fetch_sagemaker(region, instance_type, stack, profile)
         except PreflightError as err:
             if "no AWS credentials" in str(err):
                 raise
@@ -219,7 +224,7 @@ def fetch_sagemaker_regions(instance_type: str, stack: str, regions: list[str],
             if "security token" in reason or "UnrecognizedClient" in reason:
                 reason = f"not enabled for this account (opt-in region?): {reason}"
             return RegionQuota(region, error=reason[:200])
-        return RegionQuota(region, quota, in_use, own)
+        return RegionQuota(region, quota, in_use, own, untyped=tuple(untyped))
 
     with ThreadPoolExecutor(max_workers=SAGEMAKER_REGIONS_AT_ONCE) as pool:
         return list(pool.map(one, regions))
