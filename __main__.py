@@ -1,23 +1,7 @@
-"""gemma4-t4: wiring only. Reads the stack's config into its component's Args (refusing a bad
-value before anything is registered), builds that one component, exports the contract's outputs
-(gemma4_t4.contract) and the component's own extras (the memory plan, the data disk or image...)."""
+"""gemma4-t4: wiring only. The stack program (gemma4_t4.program) reads the stack's config into its
+cloud's component Args, refusing a bad value before anything is registered, builds that one
+component, and exports the contract's outputs (gemma4_t4.contract) and the component's own."""
 
-import pulumi
+from gemma4_t4.program import main
 
-from components.config import GceT4ServerArgs, stack_args
-from gemma4_t4.contract import OUTPUTS
-
-args = stack_args()
-if isinstance(args, GceT4ServerArgs):
-    from components.gce import GceT4Server
-
-    server = GceT4Server("gemma4-t4", args)
-else:
-    from components.sagemaker import SageMakerT4Endpoint
-
-    server = SageMakerT4Endpoint("gemma4-t4", args)
-
-for name in OUTPUTS:
-    pulumi.export(name, getattr(server, name))
-for name, value in server.extra_outputs.items():
-    pulumi.export(name, value)
+main()

@@ -1,28 +1,28 @@
 """GCE: one n1-standard-2 with one Tesla T4 serving Gemma 4 through vLLM (or, with
 tensorParallelSize 2 or 4, an n1-standard-4 or -8 with that many T4s and vLLM split over them).
 
-Resources (all children of the component): a private VPC with one subnet, a firewall rule that
-admits SSH from Google's IAP range only (nothing opens the vLLM port), a pd-balanced data disk
-that outlives the VM, and the VM itself, whose guest is set up by cloud-config (see cloudinit/).
+Resources (all children of the component): a private VPC with one subnet (or the network and
+subnetwork the caller brings), a firewall rule that admits SSH from Google's IAP range only (nothing
+opens the vLLM port), a pd-balanced data disk that outlives the VM, and the VM itself, whose guest
+is set up by cloud-config (see cloudinit/).
 """
 
-from __future__ import annotations
-
 import math
-import re
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pulumi_gcp as gcp
 
 from gemma4_t4 import catalog
-from gemma4_t4.errors import ConfigError
+from gemma4_t4.errors import ConfigError, Set, fix
 
-from .base import T4ServingComponent
-from .config import GceT4ServerArgs, set_cmd
+from .base import MemoryPlan, ServingArgs, T4ServingComponent, provider_for, refusals, type_token, with_alias
+from .config import GceT4ServerSettings, OnHostMaintenance, TerminationAction, gce_name, validate
 from .guest import GuestSettings, bootstrap_script, render_user_data
 from .serving import ServingPlan, check_serving
 
+# Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
+LEGACY_TYPE = "gemma4-t4:gce:T4Server"
 IAP_SSH_SOURCE_RANGE = "35.235.240.0/20"  # Google's IAP TCP-forwarding range
 DATA_DISK_DEVICE_NAME = "gemma4-data"
 SUBNET_CIDR = "10.80.0.0/24"
@@ -39,158 +39,234 @@ APP_LABEL = "gemma4-t4"
 GCE_NAME_MAX = 63
 
 
-def stack_resource_name(project: str, stack: str, suffix: str) -> str:
-    """A fixed GCE name for one of the stack's resources: the same on every `pulumi up` of the
-    stack, so the retained data disk is found again after a `pulumi destroy`."""
-    base = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", f"{project}-{stack}".lower())).strip("-")
-    if not base[:1].isalpha():
-        base = f"g-{base}"
-    return f"{base[:GCE_NAME_MAX - len(suffix) - 1].rstrip('-')}-{suffix}"
+class GceT4ServerArgs(ServingArgs, total=False):
+    """The arguments of GceT4Server. Every one is optional; the defaults are one n1-standard-2 with one
+    Tesla T4 in us-west2-b serving Gemma 4 E2B (QAT) on the VM's 127.0.0.1:8000."""
+
+    project: str
+    """GCP project of every resource. Default: the provider's project."""
+    network: pulumi.Input[str]
+    """An existing VPC network (id or self link) for the VM, with subnetwork. Default: a private network of the
+    component's own, with one subnet."""
+    subnetwork: pulumi.Input[str]
+    """The existing subnetwork the VM joins, in the zone's region (with network)."""
+    zone: str
+    """GCE zone; it must sell T4s (the catalog's accelerator-types list)."""
+    machine_type: str
+    """N1 machine type (only N1 takes a T4). Default: n1-standard-2 per T4 (n1-standard-2, -4 or -8 for
+    tensorParallelSize 1, 2 or 4)."""
+    gpu_type: str
+    """GCE accelerator type."""
+    allow_non_t4_gpu: bool
+    """Opt-in: another GPU an N1 VM takes (P4, P100, V100)."""
+    on_host_maintenance: OnHostMaintenance
+    """What host maintenance does to the VM; a GPU VM cannot live-migrate."""
+    boot_disk_size_gb: int
+    """Boot disk, GB."""
+    boot_disk_type: str
+    """Boot disk type an N1 VM attaches."""
+    data_disk_size_gb: int
+    """Data disk for the model cache, vLLM venv and swapfile, GB."""
+    data_disk_type: str
+    """Data disk type an N1 VM attaches."""
+    retain_data_disk: bool
+    """Keep the data disk (and its bill) after the component is deleted; the next one with the same namePrefix
+    and zone adopts it."""
+    swap_size_gb: int
+    """Swapfile on the data disk, GB (vLLM stages weights in RAM)."""
+    max_run_hours: int
+    """Cost guard: GCE stops the VM after this many hours running (0: off)."""
+    spot: bool
+    """SPOT provisioning: cheaper, can be preempted."""
+    termination_action: TerminationAction
+    """STOP or DELETE when maxRunHours ends or SPOT is preempted (unset: STOP)."""
+    idle_stop_minutes: int
+    """Cost guard: the VM stops itself after this long without a request (0: off, else at least 5)."""
+    host: str
+    """Address vLLM listens on inside the VM."""
+    port: int
+    """vLLM's port, 1024 or above (the tunnel forwards it)."""
+    allow_non_loopback_host: bool
+    """Opt-in: vLLM on 0.0.0.0 (its OpenAI API has no auth; the firewall admits only IAP SSH)."""
 
 
-def find_disk(name: str, zone: str) -> dict[str, Any] | None:
+def gce_resource_name(prefix: str, suffix: str) -> str:
+    """PREFIX-SUFFIX within GCE's 63 characters: the same on every `pulumi up`, so the retained data disk
+    is found again after the VM is gone."""
+    return f"{prefix[:GCE_NAME_MAX - len(suffix) - 1].rstrip('-')}-{suffix}"
+
+
+def default_name_prefix(name: str) -> str:
+    return gce_name(f"{pulumi.get_stack()}-{name}")
+
+
+def find_disk(name: str, zone: str, project: str, invoke: pulumi.InvokeOptions) -> dict[str, Any] | None:
     """The disk NAME in ZONE as the provider reads it, or None if GCE has none (a 404)."""
     try:
-        found = gcp.compute.get_disk(name=name, zone=zone)
+        found = gcp.compute.get_disk(name=name, zone=zone, project=project or None, opts=invoke)
     except Exception as error:
         if "Error 404" in str(error) or "notFound" in str(error):
             return None
         raise
+    if not found.id:
+        # The data source's read clears the id of a disk GCE answers 404 for, and older provider
+        # releases hand back that empty result instead of an error.
+        return None
     return {"id": found.id, "size": found.size, "type": found.type, "users": list(found.users or []),
             "labels": dict(found.labels or {})}
 
 
-def adoptable_disk(name: str, zone: str, instance_name: str, size_gb: int, disk_type: str) -> str | None:
-    """The id of the stack's retained data disk when it exists (a `pulumi up` after `pulumi destroy`
-    adopts it, with its checkpoints, venv and caches), None when there is none to adopt. A disk that
-    another VM uses, that gemma4-t4 did not make, or that this config would shrink or change type (both
-    replace a disk), is refused. A bigger dataDiskSizeGb grows the adopted disk: since pulumi/pulumi#19339
-    an import whose inputs differ from the resource succeeds and is then updated to them."""
-    disk = find_disk(name, zone)
+def adoptable_disk(name: str, settings: GceT4ServerSettings, instance_name: str,
+                   invoke: pulumi.InvokeOptions) -> str | None:
+    """The id of the retained data disk when it exists (an `up` after the VM was destroyed adopts it, with
+    its checkpoints, venv and caches), None when there is none to adopt. A disk that another VM uses, that
+    gemma4-t4 did not make, or that these settings would shrink or change type (both replace a disk), is
+    refused. A bigger dataDiskSizeGb grows the adopted disk: since pulumi/pulumi#19339 an import whose
+    inputs differ from the resource succeeds and is then updated to them."""
+    zone = settings.zone
+    disk = find_disk(name, zone, settings.project, invoke)
     if disk is None:
         return None
     if disk["labels"].get("app") != APP_LABEL:
         raise ConfigError("retainDataDisk", f"a disk named {name} in {zone} exists but gemma4-t4 did not make it "
-                          f"(no label app={APP_LABEL}); it is never adopted, nor deleted with this stack",
-                          "deploy this stack under another stack name (the disk's name comes from the project and "
-                          f"stack), or, if it is this stack's, label it: gcloud compute disks add-labels {name} "
-                          f"--zone {zone} --labels app={APP_LABEL}")
+                          f"(no label app={APP_LABEL}); it is never adopted, nor deleted with this component",
+                          fix(Set("namePrefix"), " (a prefix no disk of this zone uses), or, if it is this "
+                              f"component's, label it: gcloud compute disks add-labels {name} --zone {zone} "
+                              f"--labels app={APP_LABEL}"))
     others = [user for user in disk["users"] if not user.endswith(f"/zones/{zone}/instances/{instance_name}")]
     if others:
         raise ConfigError("retainDataDisk", f"the data disk {name} in {zone} is attached to another VM "
                           f"({', '.join(u.rsplit('/', 1)[-1] for u in others)}); it is never taken from it",
-                          f"detach it (gcloud compute instances detach-disk VM --disk {name} --zone {zone}) or "
-                          "deploy this stack under another stack name")
-    if disk["size"] > size_gb:
+                          fix(f"detach it (gcloud compute instances detach-disk VM --disk {name} --zone {zone}), "
+                              "or give this component its own ", Set("namePrefix")))
+    if disk["size"] > settings.data_disk_size_gb:
         raise ConfigError("dataDiskSizeGb", f"the retained data disk {name} is {disk['size']} GB: a disk cannot "
-                          f"shrink to {size_gb} GB, and replacing it would drop its data",
-                          f"pulumi config set gemma4-t4:dataDiskSizeGb {disk['size']}")
-    if disk["type"].rsplit("/", 1)[-1] != disk_type:
-        kind = disk["type"].rsplit("/", 1)[-1]
+                          f"shrink to {settings.data_disk_size_gb} GB, and replacing it would drop its data",
+                          Set("dataDiskSizeGb", disk["size"]))
+    kind = disk["type"].rsplit("/", 1)[-1]
+    if kind != settings.data_disk_type:
         raise ConfigError("dataDiskType", f"the retained data disk {name} is {kind}: changing the type replaces "
-                          "the disk and drops its data", f"pulumi config set gemma4-t4:dataDiskType {kind}")
+                          "the disk and drops its data", Set("dataDiskType", kind))
     return disk["id"]
 
 
-def check_host(args: GceT4ServerArgs, plan: ServingPlan) -> None:
+def check_host(settings: GceT4ServerSettings, plan: ServingPlan) -> None:
     """What the VM must hold for this model: the data disk, and RAM (or swap) to stage the weights."""
     checkpoint_gb = math.ceil(plan.facts.checkpoint_bytes / 1e9) if plan.facts else 0
-    needed = checkpoint_gb + args.swap_size_gb + DATA_DISK_FIXED_GB
-    if args.data_disk_size_gb < needed:
-        raise ConfigError("dataDiskSizeGb", f"{args.data_disk_size_gb} GB cannot hold the model cache: "
-                          f"{plan.serving.model} ({checkpoint_gb} GB) + {args.swap_size_gb} GB swap + "
+    needed = checkpoint_gb + settings.swap_size_gb + DATA_DISK_FIXED_GB
+    if settings.data_disk_size_gb < needed:
+        raise ConfigError("dataDiskSizeGb", f"{settings.data_disk_size_gb} GB cannot hold the model cache: "
+                          f"{plan.serving.model} ({checkpoint_gb} GB) + {settings.swap_size_gb} GB swap + "
                           f"{DATA_DISK_FIXED_GB} GB for the vLLM venv and caches needs {needed} GB",
-                          set_cmd("dataDiskSizeGb", needed))
-    if args.swap_size_gb > 0:
+                          Set("dataDiskSizeGb", needed))
+    if settings.swap_size_gb > 0:
         return
-    shape = catalog.N1_SHAPES[args.machine_type]
-    ram = catalog.GCE_MACHINE_RAM_BYTES.get(args.machine_type, int(shape.memory_gib * catalog.GIB))
-    weights_gib = plan.facts.weights_bytes(args.dtype) / catalog.GIB if plan.facts else None
+    shape = catalog.N1_SHAPES[settings.machine_type]
+    ram = catalog.GCE_MACHINE_RAM_BYTES.get(settings.machine_type, int(shape.memory_gib * catalog.GIB))
+    weights_gib = plan.facts.weights_bytes(settings.dtype) / catalog.GIB if plan.facts else None
     need_gib = weights_gib + STAGING_RAM_OVERHEAD_GIB if weights_gib else UNKNOWN_MODEL_STAGING_RAM_GIB
     if ram / catalog.GIB < need_gib:
-        raise ConfigError("swapSizeGb", f"0 (no swap) on {args.machine_type} with {ram / catalog.GIB:.1f} GiB RAM: "
+        raise ConfigError("swapSizeGb", f"0 (no swap) on {settings.machine_type} with {ram / catalog.GIB:.1f} GiB RAM: "
                           f"staging {plan.serving.model} needs about {need_gib:.1f} GiB, and the kernel kills vLLM "
-                          "without a traceback", set_cmd("swapSizeGb", 16))
+                          "without a traceback", Set("swapSizeGb", 16))
 
 
-def _log_shape(args: GceT4ServerArgs, resource: pulumi.Resource) -> None:
-    vcpus = catalog.N1_SHAPES[args.machine_type].vcpus
-    if args.gpu_count > 1 and vcpus < catalog.VCPUS_PER_T4 * args.gpu_count:
-        pulumi.log.warn(f"{args.machine_type} has {vcpus} vCPUs for {args.gpu_count} T4s: each vLLM rank is a process "
-                        f"of its own, beside the API server and the engine core; the project gives each T4 "
-                        f"{catalog.VCPUS_PER_T4} ({catalog.n1_standard_for(args.gpu_count)})", resource=resource)
-    elif args.gpu_count > 1:
-        pulumi.log.info(f"tensorParallelSize {args.tensor_parallel_size}: {args.gpu_count} T4s on {args.machine_type}",
-                        resource=resource)
+def _log_shape(settings: GceT4ServerSettings, resource: pulumi.Resource) -> None:
+    vcpus = catalog.N1_SHAPES[settings.machine_type].vcpus
+    if settings.gpu_count > 1 and vcpus < catalog.VCPUS_PER_T4 * settings.gpu_count:
+        pulumi.log.warn(f"{settings.machine_type} has {vcpus} vCPUs for {settings.gpu_count} T4s: each vLLM rank is "
+                        "a process of its own, beside the API server and the engine core; the project gives each T4 "
+                        f"{catalog.VCPUS_PER_T4} ({catalog.n1_standard_for(settings.gpu_count)})", resource=resource)
+    elif settings.gpu_count > 1:
+        pulumi.log.info(f"tensorParallelSize {settings.tensor_parallel_size}: {settings.gpu_count} T4s on "
+                        f"{settings.machine_type}", resource=resource)
 
 
-def scheduling(args: GceT4ServerArgs) -> gcp.compute.InstanceSchedulingArgs:
-    termination = args.termination_action or ("STOP" if args.max_run_hours or args.spot else None)
+def scheduling(settings: GceT4ServerSettings) -> gcp.compute.InstanceSchedulingArgs:
+    termination = settings.termination_action or (TerminationAction.STOP if settings.max_run_hours or settings.spot
+                                                  else None)
     return gcp.compute.InstanceSchedulingArgs(
-        on_host_maintenance=args.on_host_maintenance,
-        automatic_restart=not args.spot,
-        preemptible=args.spot,
-        provisioning_model="SPOT" if args.spot else "STANDARD",
-        instance_termination_action=termination,
-        max_run_duration=gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=args.max_run_hours * 3600)
-        if args.max_run_hours else None,
+        on_host_maintenance=settings.on_host_maintenance.value,
+        automatic_restart=not settings.spot,
+        preemptible=settings.spot,
+        provisioning_model="SPOT" if settings.spot else "STANDARD",
+        instance_termination_action=termination.value if termination else None,
+        max_run_duration=gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=settings.max_run_hours * 3600)
+        if settings.max_run_hours else None,
     )
 
 
-def cost_per_hour_usd(args: GceT4ServerArgs) -> float | None:
+def cost_per_hour_usd(settings: GceT4ServerSettings) -> float | None:
     """While running: machine, GPU, address and both disks, at the region's list prices; None if the
     catalog lacks one of them."""
-    prices = catalog.GCE_PRICES.get(args.region, {})
-    keys = [f"machine:{args.machine_type}", f"gpu:{args.gpu_type}", "ip:external-in-use",
-            f"disk:{args.boot_disk_type}:gb-month", f"disk:{args.data_disk_type}:gb-month"]
+    prices = catalog.GCE_PRICES.get(settings.region, {})
+    keys = [f"machine:{settings.machine_type}", f"gpu:{settings.gpu_type}", "ip:external-in-use",
+            f"disk:{settings.boot_disk_type}:gb-month", f"disk:{settings.data_disk_type}:gb-month"]
     if any(key not in prices for key in keys):
         return None
-    monthly_disks = (args.boot_disk_size_gb * prices[keys[3]].usd_per_hour
-                     + args.data_disk_size_gb * prices[keys[4]].usd_per_hour)
-    hourly = (prices[keys[0]].usd_per_hour + prices[keys[1]].usd_per_hour * args.gpu_count
+    monthly_disks = (settings.boot_disk_size_gb * prices[keys[3]].usd_per_hour
+                     + settings.data_disk_size_gb * prices[keys[4]].usd_per_hour)
+    hourly = (prices[keys[0]].usd_per_hour + prices[keys[1]].usd_per_hour * settings.gpu_count
               + prices[keys[2]].usd_per_hour + monthly_disks / catalog.HOURS_PER_MONTH)
     return round(hourly, 4)
 
 
-def data_disk_monthly_usd(args: GceT4ServerArgs) -> float | None:
-    price = catalog.GCE_PRICES.get(args.region, {}).get(f"disk:{args.data_disk_type}:gb-month")
-    return None if price is None else round(args.data_disk_size_gb * price.usd_per_hour, 2)
+def data_disk_monthly_usd(settings: GceT4ServerSettings) -> float | None:
+    price = catalog.GCE_PRICES.get(settings.region, {}).get(f"disk:{settings.data_disk_type}:gb-month")
+    return None if price is None else round(settings.data_disk_size_gb * price.usd_per_hour, 2)
 
 
 class GceT4Server(T4ServingComponent):
-    data_disk_name: pulumi.Output[str]
-    memory_plan: dict | None  # components.memory.MemoryPlan.as_output(); None when unsized
+    """Gemma 4 on a Tesla T4 in Google Compute Engine: an N1 VM (Debian 13, NVIDIA 615 driver, vLLM with the
+    Turing clamp as a service) whose OpenAI API listens on the VM's loopback, reached through an IAP SSH
+    tunnel; its model cache, venv and swap on a data disk that outlives the VM."""
 
-    def __init__(self, name: str, args: GceT4ServerArgs, opts: pulumi.ResourceOptions | None = None):
-        # Everything a refusal needs is checked before anything is registered: a refused config
+    data_disk_name: pulumi.Output[str]
+    """The data disk's name: what stays (and bills) after destroy, unless retainDataDisk is false."""
+    memory_plan: pulumi.Output[MemoryPlan] | None
+    """What vLLM will find on each GPU at start-up; absent for a model that was not sized."""
+
+    def __init__(self, name: str, args: GceT4ServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        # Everything a refusal needs is checked before anything is registered: a refused setting
         # creates no resource.
-        plan = check_serving(args, catalog.GCE_ACCELERATORS.get(args.gpu_type), args.host, args.port)
-        check_host(args, plan)
+        with refusals(GceT4ServerArgs.__name__):
+            settings = validate(GceT4ServerSettings, args)
+            plan = check_serving(settings, catalog.GCE_ACCELERATORS.get(settings.gpu_type), settings.host,
+                                 settings.port)
+            check_host(settings, plan)
+            # Fixed names: the next `up` after a destroy finds the retained disk under its name and adopts
+            # it (an import; in the state already, the engine just updates it).
+            prefix = settings.name_prefix or default_name_prefix(name)
+            vm_name, disk_name = gce_resource_name(prefix, "vm"), gce_resource_name(prefix, "data")
+            invoke = pulumi.InvokeOptions(provider=provider_for("gcp", opts), parent=opts.parent if opts else None)
+            existing = adoptable_disk(disk_name, settings, vm_name, invoke)
         serving = plan.serving
         user_data = render_user_data(serving.vllm_args(), GuestSettings(
-            DATA_DISK_DEVICE_NAME, args.swap_size_gb, idle_stop_minutes=args.idle_stop_minutes,
+            DATA_DISK_DEVICE_NAME, settings.swap_size_gb, idle_stop_minutes=settings.idle_stop_minutes,
             port=serving.port))
-        # Fixed names from the stack: the next `pulumi up` after a destroy finds the retained disk
-        # under its name and adopts it (an import; in the stack already, the engine just updates it).
-        vm_name = stack_resource_name(pulumi.get_project(), pulumi.get_stack(), "vm")
-        disk_name = stack_resource_name(pulumi.get_project(), pulumi.get_stack(), "data")
-        existing = adoptable_disk(disk_name, args.zone, vm_name, args.data_disk_size_gb, args.data_disk_type)
 
-        super().__init__("gemma4-t4:gce:T4Server", name, None, opts)
+        super().__init__(type_token(GceT4Server), name, None, with_alias(opts, LEGACY_TYPE))
         child = pulumi.ResourceOptions(parent=self)
-        labels = {"app": APP_LABEL, **args.labels}
+        labels = {"app": APP_LABEL, **settings.labels}
+        project = settings.project or None
         if plan.memory is not None:
             pulumi.log.info(f"memory plan: {plan.memory.summary()}", resource=self)
-        _log_shape(args, self)
+        _log_shape(settings, self)
         network_tag = f"{name}-iap-ssh"
 
-        network = gcp.compute.Network(f"{name}-net", auto_create_subnetworks=False,
-                                      description="gemma4-t4: private network, no ingress but IAP SSH", opts=child)
-        subnet = gcp.compute.Subnetwork(f"{name}-subnet", network=network.id, region=args.region,
-                                        ip_cidr_range=SUBNET_CIDR, private_ip_google_access=True, opts=child)
+        if settings.network is None:
+            network_id: pulumi.Input[str] = gcp.compute.Network(
+                f"{name}-net", auto_create_subnetworks=False, project=project,
+                description="gemma4-t4: private network, no ingress but IAP SSH", opts=child).id
+            subnet_id: pulumi.Input[str] = gcp.compute.Subnetwork(
+                f"{name}-subnet", network=network_id, region=settings.region, project=project,
+                ip_cidr_range=SUBNET_CIDR, private_ip_google_access=True, opts=child).id
+        else:
+            network_id, subnet_id = settings.network, settings.subnetwork
         gcp.compute.Firewall(
             f"{name}-allow-iap-ssh",
-            network=network.id,
+            network=network_id,
+            project=project,
             direction="INGRESS",
             source_ranges=[IAP_SSH_SOURCE_RANGE],
             allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
@@ -203,31 +279,33 @@ class GceT4Server(T4ServingComponent):
         data_disk = gcp.compute.Disk(
             f"{name}-data",
             name=disk_name,
-            zone=args.zone,
-            type=args.data_disk_type,
-            size=args.data_disk_size_gb,
+            zone=settings.zone,
+            project=project,
+            type=settings.data_disk_type,
+            size=settings.data_disk_size_gb,
             labels=labels,
             # The checkpoints, the vLLM venv and the compile cache outlive the VM: `pulumi destroy`
             # leaves this disk (and its storage bill) for the next VM unless retainDataDisk is false.
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.retain_data_disk, import_=existing),
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=settings.retain_data_disk, import_=existing),
         )
         instance = gcp.compute.Instance(
             name,
             name=vm_name,
-            zone=args.zone,
-            machine_type=args.machine_type,
+            zone=settings.zone,
+            project=project,
+            machine_type=settings.machine_type,
             boot_disk=gcp.compute.InstanceBootDiskArgs(
                 auto_delete=True,
                 initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=catalog.PINS["gce.image"], size=args.boot_disk_size_gb, type=args.boot_disk_type),
+                    image=catalog.PINS["gce.image"], size=settings.boot_disk_size_gb, type=settings.boot_disk_type),
             ),
-            guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=args.gpu_type,
-                                                                         count=args.gpu_count)],
-            scheduling=scheduling(args),
+            guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=settings.gpu_type,
+                                                                         count=settings.gpu_count)],
+            scheduling=scheduling(settings),
             attached_disks=[gcp.compute.InstanceAttachedDiskArgs(source=data_disk.self_link,
                                                                  device_name=DATA_DISK_DEVICE_NAME)],
             network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
-                subnetwork=subnet.id,
+                subnetwork=subnet_id,
                 # An ephemeral public address for egress only (apt, PyPI, Hugging Face): the
                 # network has no ingress rule but IAP SSH.
                 access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()],
@@ -248,24 +326,23 @@ class GceT4Server(T4ServingComponent):
             ),
         )
 
-        self.data_disk_name = data_disk.name
-        cost = cost_per_hour_usd(args)
+        cost = cost_per_hour_usd(settings)
         if cost is None:
-            pulumi.log.warn(f"no catalog price for {args.machine_type} + {args.gpu_type} in {args.region}: "
-                            "cost not estimated", resource=self)
-        self.memory_plan = plan.memory.as_output() if plan.memory else None
+            pulumi.log.warn(f"no catalog price for {settings.machine_type} + {settings.gpu_type} in "
+                            f"{settings.region}: cost not estimated", resource=self)
+        self.data_disk_name = data_disk.name
+        self.memory_plan = pulumi.Output.from_input(cast(MemoryPlan, plan.memory.as_output())) if plan.memory else None
         forward = f"{serving.port}:127.0.0.1:{serving.port}"
         self._register_contract(
-            extra={"data_disk_name": self.data_disk_name, "memory_plan": self.memory_plan},
             cloud="gce",
             port=serving.port,
             served_model_name=serving.served_model_name,
             target={"instance": instance.name, "zone": instance.zone, "project": instance.project},
             # -f: ssh goes to the background once the forward is up, so the shell comes back.
-            connect_command=pulumi.Output.concat(
-                "gcloud compute ssh ", instance.name, " --project ", instance.project, " --zone ", instance.zone,
-                f" --tunnel-through-iap -- -f -N -L {forward}"),
+            connect_command=pulumi.Output.format(
+                "gcloud compute ssh {0} --project {1} --zone {2} --tunnel-through-iap -- -f -N -L {3}",
+                instance.name, instance.project, instance.zone, forward),
             cost_per_hour_usd=cost,
-            billing_after_destroy_usd_per_month=(data_disk_monthly_usd(args) or 0.0)
-            if args.retain_data_disk else 0.0,
+            billing_after_destroy_usd_per_month=(data_disk_monthly_usd(settings) or 0.0)
+            if settings.retain_data_disk else 0.0,
         )

@@ -1,23 +1,25 @@
 """Renders the GCE guest's user-data: one pure function from the typed config to a cloud-config.
 
 The scripts and units are real files in the project's cloudinit/ (shellcheck and systemd-analyze
-run on them as they are); this function only ships them, with two generated env files that carry
-the settings. The Turing clamp's source goes along, so the VM installs exactly this checkout's
-clamp into its vLLM virtualenv.
+run on them as they are), installed with the package as `gemma4_t4.cloudinit`; this function only
+ships them, with two generated env files that carry the settings. The Turing clamp's source
+(`gemma4_t4.turing`) goes along, so the VM installs exactly this release's clamp into its vLLM
+virtualenv.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 
 import yaml
 
 from gemma4_t4 import catalog
 
-REPO = Path(__file__).resolve().parent.parent
-GUEST_DIR = REPO / "cloudinit"
-CLAMP_DIR = REPO / "turing"
+# Package data: the project's cloudinit/ and turing/ folders, in a checkout or an installed wheel.
+GUEST_DIR = files("gemma4_t4.cloudinit")
+CLAMP_DIR = files("gemma4_t4.turing")
 # What GCE accepts as one metadata value.
 GCE_METADATA_VALUE_LIMIT = 256 * 1024
 
@@ -83,12 +85,19 @@ def _env_file(values: dict[str, str]) -> str:
     )
 
 
+def clamp_source() -> dict[str, Traversable]:
+    """The clamp's distribution as pip builds it: its pyproject.toml and package, by relative path."""
+    package = CLAMP_DIR / "turing_clamp"
+    sources = {"pyproject.toml": CLAMP_DIR / "pyproject.toml",
+               **{f"turing_clamp/{f.name}": f for f in sorted(package.iterdir(), key=lambda f: f.name)
+                  if f.name.endswith(".py")}}
+    if not sources["pyproject.toml"].is_file() or len(sources) < 2:
+        raise FileNotFoundError(f"the Turing clamp's source is missing from {CLAMP_DIR}: reinstall gemma4-t4")
+    return sources
+
+
 def _clamp_files() -> list[tuple[str, str]]:
-    files = [CLAMP_DIR / "pyproject.toml", *sorted((CLAMP_DIR / "turing_clamp").glob("*.py"))]
-    missing = [str(f) for f in files if not f.is_file()]
-    if missing or len(files) < 2:
-        raise FileNotFoundError(f"the Turing clamp's source is missing: {missing or CLAMP_DIR}")
-    return [(f"{CLAMP_SRC}/{f.relative_to(CLAMP_DIR)}", f.read_text()) for f in files]
+    return [(f"{CLAMP_SRC}/{name}", source.read_text()) for name, source in clamp_source().items()]
 
 
 class _BlockStyleDumper(yaml.SafeDumper):
@@ -138,12 +147,16 @@ def render_user_data(serving_args: list[str], settings: GuestSettings) -> str:
     return text
 
 
-def guest_scripts() -> list[Path]:
-    return sorted(p for p in (GUEST_DIR / "scripts").iterdir() if p.suffix in (".sh", ".py"))
+def _listed(folder: Traversable, suffixes: tuple[str, ...]) -> list[Traversable]:
+    return sorted((p for p in folder.iterdir() if p.name.endswith(suffixes)), key=lambda p: p.name)
 
 
-def guest_units() -> list[Path]:
-    return sorted(p for p in (GUEST_DIR / "units").iterdir() if p.suffix in (".service", ".timer"))
+def guest_scripts() -> list[Traversable]:
+    return _listed(GUEST_DIR / "scripts", (".sh", ".py"))
+
+
+def guest_units() -> list[Traversable]:
+    return _listed(GUEST_DIR / "units", (".service", ".timer"))
 
 
 def bootstrap_script() -> str:

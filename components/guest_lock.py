@@ -1,8 +1,8 @@
 """The GCE guest's vLLM environment as a lock file: every package pinned, with the hash of the one
 wheel the VM installs (CPython 3.13, Linux x86_64, glibc: Debian 13), resolved against PyPI by uv.
 
-    python -m components.guest_lock compile gce|standin   # write the lock from the catalog's pins
-    python -m components.guest_lock check FILE            # resolve the lock against the index again
+    python -m gemma4_t4.components.guest_lock compile gce|standin   # write the lock from the catalog's pins
+    python -m gemma4_t4.components.guest_lock check FILE            # resolve the lock against the index again
 
 `check` is what CI runs: it hands every pin of the lock back to the resolver, so a pin the index
 cannot satisfy (vLLM 0.34.0's flashinfer-python==0.7.3), a yanked file, a hash that changed or a
@@ -25,6 +25,7 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from gemma4_t4 import catalog
 
+# A developer's tool: it writes the locks into the checkout it runs from.
 REPO = Path(__file__).resolve().parent.parent
 LOCKS = {
     # What the VM installs: vLLM with PyPI's CUDA 13 torch.
@@ -189,7 +190,7 @@ def main(argv: list[str]) -> int:
         if not problems:
             print(f"{argv[1]}: resolves against {catalog.PINS['guest_lock.index_url']}")
         return 1 if problems else 0
-    print("usage: python -m components.guest_lock compile gce|standin | check FILE", file=sys.stderr)
+    print("usage: python -m gemma4_t4.components.guest_lock compile gce|standin | check FILE", file=sys.stderr)
     return 2
 
 

@@ -3,44 +3,47 @@
 The 8 GB base image never touches the user's disk: the build context (turing/'s Dockerfile,
 buildspec, gate and clamp) goes to a private S3 bucket, CodeBuild builds and pushes, and the build
 step (components/scripts/codebuild_run.py, a local command started by `pulumi up` with the AWS
-provider's own settings) waits for the build and hands back the image digest. The tag is a hash
+provider's settings, from build_environment) waits for the build and hands back the image digest. The tag is a hash
 of the build context, so a changed clamp rebuilds and an unchanged one does not.
 
-With keepImages the repository has a fixed name, survives `pulumi destroy`, and the next `up`
-adopts it (import) with its images, so a kept image is reused instead of rebuilt.
+With keepImages the repository has a fixed name (gemma4-t4/PREFIX), survives `pulumi destroy`, and
+the next `up` adopts it (import) with its images, so a kept image is reused instead of rebuilt.
 """
 
-from __future__ import annotations
-
 import hashlib
-import json
-from dataclasses import dataclass
-from pathlib import Path
+import shlex
+import sys
+from importlib.resources.abc import Traversable
+from typing import Required, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_command as command
 
 from gemma4_t4 import catalog
+from gemma4_t4.errors import ConfigError, Set
 
+from . import guest
 from .aws_iam import service_role
+from .base import provider_for, refusals, type_token, with_alias
+from .config.schema import AWS_REGION
 
-REPO = Path(__file__).resolve().parent.parent
-CONTEXT_DIR = REPO / "turing"
-# Relative: Pulumi runs the program from the project directory, and an absolute path would
-# differ between machines and re-run the command on the next `pulumi up`. The interpreter is the
-# project's virtualenv (Pulumi.yaml: runtime.options.virtualenv), which has boto3.
-PYTHON = ".venv/bin/python"
-BUILD_STEP = f"{PYTHON} -m components.scripts.codebuild_run"
+APP = "gemma4-t4"
+# Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
+LEGACY_TYPE = "gemma4-t4:aws:TuringImage"
+
+# The interpreter that runs the Pulumi program, which has this package and boto3 whatever project
+# the program lives in. Quoted for the shell pulumi-command runs `create` with. A path that differs
+# between machines re-runs the step on the next `up`; the step then finds its image already built
+# and prints the same digest, so nothing downstream changes.
+BUILD_STEP = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.codebuild_run"
 CODEBUILD_IMAGE = "aws/codebuild/amazonlinux2-x86_64-standard:5.0"
 
 
-def build_context_files() -> dict[str, Path]:
-    """Archive path -> file: what the Dockerfile COPYs, plus the buildspec."""
-    files = {name: CONTEXT_DIR / name for name in ("Dockerfile", "buildspec.yml", "pyproject.toml", "sm75_gate.py")}
-    for source in sorted((CONTEXT_DIR / "turing_clamp").glob("*.py")):
-        files[f"turing_clamp/{source.name}"] = source
-    return files
+def build_context_files() -> dict[str, Traversable]:
+    """Archive path -> file: what the Dockerfile COPYs (the clamp's source and the gate), plus the buildspec."""
+    return {**{name: guest.CLAMP_DIR / name for name in ("Dockerfile", "buildspec.yml", "sm75_gate.py")},
+            **guest.clamp_source()}
 
 
 def context_hash(base_image: str) -> str:
@@ -50,70 +53,65 @@ def context_hash(base_image: str) -> str:
     return digest.hexdigest()[:16]
 
 
-@dataclass(frozen=True)
-class ImageBuildArgs:
-    base_image: str
-    vllm_version: str
-    region: str
+class TuringImageArgs(TypedDict, total=False):
+    """The arguments of TuringImage: which vLLM image to clamp, and where to keep the result."""
+
+    base_image: Required[str]
+    """The AWS vLLM container (private ECR: ACCOUNT.dkr.ecr.REGION.amazonaws.com/NAME:TAG) to build from."""
+    vllm_version: Required[str]
+    """The vLLM version inside the base image (the image tag carries it)."""
+    region: Required[str]
+    """AWS region of the repository, the build and its bucket."""
     keep_images: bool
+    """Keep the ECR repository and its images after the component is deleted; the next one with the same
+    namePrefix adopts it and reuses a kept image instead of building it again."""
+    name_prefix: str
+    """With keepImages, the repository is gemma4-t4/PREFIX. Default: STACK-NAME."""
     tags: dict[str, str]
-    stack: str = "dev"
+    """Tags on every resource, besides app=gemma4-t4."""
+    build_environment: pulumi.Input[dict[str, str]]
+    """Environment of the build step's AWS client (AWS_REGION, AWS_PROFILE, keys...): the credentials of the
+    account the resources are made in. Default: AWS_REGION alone (the rest from the environment)."""
 
 
-def kept_repository_name(stack: str) -> str:
-    """The fixed name of the repository keepImages keeps: one per stack, found again by the next up."""
-    return f"gemma4-t4/{stack.lower()}"
+def kept_repository_name(prefix: str) -> str:
+    """The fixed name of the repository keepImages keeps: found again by the next up."""
+    return f"{APP}/{prefix.lower()}"
 
 
-def kept_repository_exists(name: str) -> bool:
+def kept_repository_exists(name: str, invoke: pulumi.InvokeOptions) -> bool:
     """Whether the kept repository is already in the account (kept by an earlier destroy, or ours)."""
     try:
-        return bool(aws.ecr.get_repository(name=name).repository_url)
+        return bool(aws.ecr.get_repository(name=name, opts=invoke).repository_url)
     except Exception:  # the provider answers "not found" with an error; anything else shows at create
         return False
 
 
-def provider_environment() -> dict[str, pulumi.Input[str]]:
-    """The Pulumi AWS provider's own settings (stack config aws:*) as the environment that boto3
-    reads, so the build step works in the account and region the resources are made in. Unset
-    keys are left out: then both fall back to the same default chain (AWS_* variables, ~/.aws)."""
-    aws_config = pulumi.Config("aws")
-    env: dict[str, pulumi.Input[str]] = {}
-    for key, var in (("region", "AWS_REGION"), ("profile", "AWS_PROFILE")):
-        if aws_config.get(key):
-            env[var] = aws_config.require(key)
-    for key, var in (("accessKey", "AWS_ACCESS_KEY_ID"), ("secretKey", "AWS_SECRET_ACCESS_KEY"),
-                     ("token", "AWS_SESSION_TOKEN")):
-        if aws_config.get(key):
-            env[var] = aws_config.require_secret(key)
-    for key, var in (("sharedCredentialsFiles", "AWS_SHARED_CREDENTIALS_FILE"),
-                     ("sharedConfigFiles", "AWS_CONFIG_FILE")):
-        files = aws_config.get_object(key)
-        if files:
-            env[var] = files[0]
-    # aws:assumeRoles (pulumi-aws 7: a list, assumed in order); aws:assumeRole (older: one object).
-    roles = aws_config.get_object("assumeRoles") or ([aws_config.get_object("assumeRole")]
-                                                     if aws_config.get_object("assumeRole") else [])
-    if roles:
-        env["GEMMA4_T4_ASSUME_ROLES"] = json.dumps(roles)
-    for entry in aws_config.get_object("endpoints") or []:
-        for service, url in entry.items():
-            env[f"AWS_ENDPOINT_URL_{service.upper()}"] = url
-    return env
-
-
 class TuringImage(pulumi.ComponentResource):
+    """The AWS vLLM SageMaker container with the Turing clamp, built by AWS CodeBuild into a private ECR
+    repository (the base image never touches this machine), tagged by a hash of its build context."""
+
     repository_url: pulumi.Output[str]
+    """The private ECR repository's URL."""
     repository_arn: pulumi.Output[str]
-    image_uri: pulumi.Output[str]  # repository@sha256:...
-    build: command.local.Command
+    """The repository's ARN (for a role that pulls from it)."""
+    image_uri: pulumi.Output[str]
+    """The built image by digest: REPOSITORY@sha256:..."""
+    tag: pulumi.Output[str]
+    """The image's tag: vllm-VERSION-sm75-CONTEXTHASH."""
 
-    def __init__(self, name: str, args: ImageBuildArgs, opts: pulumi.ResourceOptions | None = None):
-        super().__init__("gemma4-t4:aws:TuringImage", name, None, opts)
+    def __init__(self, name: str, args: TuringImageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        with refusals(TuringImageArgs.__name__):
+            base_image, region = check_image_args(args)
+        keep_images = bool(args.get("keep_images", False))
+        tags = {"app": APP, **(args.get("tags") or {})}
+        invoke = pulumi.InvokeOptions(provider=provider_for("aws", opts), parent=opts.parent if opts else None)
+        kept = kept_repository_name(args.get("name_prefix") or default_prefix(name)) if keep_images else None
+        adopt = kept if kept and kept_repository_exists(kept, invoke) else None
+        super().__init__(type_token(TuringImage), name, None, with_alias(opts, LEGACY_TYPE))
         child = pulumi.ResourceOptions(parent=self)
-        tag = f"vllm-{args.vllm_version}-sm75-{context_hash(args.base_image)}"
+        tag = f"vllm-{args['vllm_version']}-sm75-{context_hash(base_image)}"
 
-        kept = kept_repository_name(args.stack) if args.keep_images else None
         repository = aws.ecr.Repository(
             f"{name}-repo",
             name=kept,
@@ -121,12 +119,11 @@ class TuringImage(pulumi.ComponentResource):
             image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
             # destroy deletes the images too, unless the user keeps them (then the repository stays,
             # and the next up adopts it: an import of a resource already in the state is a no-op).
-            force_delete=not args.keep_images,
-            tags=args.tags,
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.keep_images,
-                                        import_=kept if kept and kept_repository_exists(kept) else None),
+            force_delete=not keep_images,
+            tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep_images, import_=adopt),
         )
-        bucket = aws.s3.Bucket(f"{name}-context", force_destroy=True, tags=args.tags, opts=child)
+        bucket = aws.s3.Bucket(f"{name}-context", force_destroy=True, tags=tags, opts=child)
         aws.s3.BucketPublicAccessBlock(f"{name}-context-private", bucket=bucket.id, block_public_acls=True,
                                        block_public_policy=True, ignore_public_acls=True,
                                        restrict_public_buckets=True, opts=child)
@@ -142,8 +139,8 @@ class TuringImage(pulumi.ComponentResource):
             source=pulumi.AssetArchive({k: pulumi.FileAsset(str(v)) for k, v in build_context_files().items()}),
             opts=child)
 
-        log_group = aws.cloudwatch.LogGroup(f"{name}-build-logs", retention_in_days=14, tags=args.tags, opts=child)
-        base_repository_arn = _ecr_repository_arn(args.base_image)
+        log_group = aws.cloudwatch.LogGroup(f"{name}-build-logs", retention_in_days=14, tags=tags, opts=child)
+        base_repository_arn = _ecr_repository_arn(base_image)
         role, role_policy = service_role(f"{name}-build-role", "codebuild.amazonaws.com", [
             {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
              "Resource": pulumi.Output.concat(log_group.arn, ":*")},
@@ -157,7 +154,7 @@ class TuringImage(pulumi.ComponentResource):
              "Action": ["ecr:BatchCheckLayerAvailability", "ecr:InitiateLayerUpload", "ecr:UploadLayerPart",
                         "ecr:CompleteLayerUpload", "ecr:PutImage", "ecr:BatchGetImage", "ecr:DescribeImages"],
              "Resource": repository.arn},
-        ], args.tags, self)
+        ], tags, self)
         project = aws.codebuild.Project(
             f"{name}-build",
             service_role=role.arn,
@@ -170,7 +167,7 @@ class TuringImage(pulumi.ComponentResource):
                 type="LINUX_CONTAINER",
                 privileged_mode=True,  # Docker inside the build
                 environment_variables=[
-                    aws.codebuild.ProjectEnvironmentEnvironmentVariableArgs(name="BASE_IMAGE", value=args.base_image),
+                    aws.codebuild.ProjectEnvironmentEnvironmentVariableArgs(name="BASE_IMAGE", value=base_image),
                     aws.codebuild.ProjectEnvironmentEnvironmentVariableArgs(name="TARGET_REPO",
                                                                            value=repository.repository_url),
                     aws.codebuild.ProjectEnvironmentEnvironmentVariableArgs(name="TARGET_TAG", value=tag),
@@ -179,27 +176,50 @@ class TuringImage(pulumi.ComponentResource):
             logs_config=aws.codebuild.ProjectLogsConfigArgs(
                 cloudwatch_logs=aws.codebuild.ProjectLogsConfigCloudwatchLogsArgs(group_name=log_group.name)),
             build_timeout=90,
-            tags=args.tags,
+            tags=tags,
             opts=child,
         )
         request = pulumi.Output.json_dumps({
             "project": project.name, "repository": repository.name, "tag": tag,
             "source_location": pulumi.Output.concat(bucket.id, "/", context.key),
-            "base_image": args.base_image, "base_digest_pin": base_digest_pin(args.base_image),
+            "base_image": base_image, "base_digest_pin": base_digest_pin(base_image),
             "role_name": role.name, "policy_name": role_policy.name})
         self.build = command.local.Command(
             f"{name}-codebuild-run",
             create=BUILD_STEP,
-            environment={**provider_environment(), "GEMMA4_T4_BUILD": request},
+            environment=pulumi.Output.all(pulumi.Output.from_input(args.get("build_environment") or {}), request)
+            .apply(lambda given: {"AWS_REGION": region, **given[0], "GEMMA4_T4_BUILD": given[1]}),
             triggers=[tag],
             # The policy too: a build started before its permissions exist fails with AccessDenied.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[project, context, role_policy]),
         )
-        self.tag = tag
+        self.tag = pulumi.Output.from_input(tag)
         self.repository_url = repository.repository_url
         self.repository_arn = repository.arn
         self.image_uri = pulumi.Output.concat(repository.repository_url, "@", self.build.stdout)
-        self.register_outputs({"repository_url": self.repository_url, "image_uri": self.image_uri, "tag": tag})
+        self.register_outputs({"repository_url": self.repository_url, "repository_arn": self.repository_arn,
+                               "image_uri": self.image_uri, "tag": self.tag})
+
+
+def default_prefix(name: str) -> str:
+    return f"{pulumi.get_stack()}-{name}"
+
+
+def check_image_args(args: TuringImageArgs) -> tuple[str, str]:
+    """(base image, region), refused unless the base is a private ECR image and the region an AWS region."""
+    base_image, region = args.get("base_image", ""), args.get("region", "")
+    if not catalog.ECR_IMAGE.fullmatch(base_image):
+        raise ConfigError("baseImage", f"{base_image!r} is not a private ECR image "
+                          "(ACCOUNT.dkr.ecr.REGION.amazonaws.com/NAME:TAG): CodeBuild pulls from ECR",
+                          Set("baseImage", catalog.PINS["sagemaker.base_image"]))
+    if not AWS_REGION.fullmatch(region or ""):
+        raise ConfigError("region", f"{region!r} is not an AWS region", Set("region", "us-east-2"))
+    if not args.get("vllm_version"):
+        raise ConfigError("vllmVersion", "is not set: the tag names the base image's vLLM",
+                          Set("vllmVersion", catalog.PINS["vllm.sagemaker"]))
+    return base_image, region
+
+
 
 
 def base_digest_pin(base_image: str) -> str:

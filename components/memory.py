@@ -116,7 +116,7 @@ def bytes_per_request(layers: list[KvLayer], max_model_len: int, max_num_seqs: i
 
 
 @dataclass(frozen=True)
-class MemoryPlan:
+class GpuMemoryPlan:
     model: str
     gpu: str
     gpu_total_bytes: int
@@ -177,7 +177,7 @@ def weights_per_gpu(weights_bytes: int, tensor_parallel_size: int) -> int:
 
 def plan_memory(model: str, config: Mapping[str, Any], weights_bytes: int, weights_source: str, gpu: catalog.Gpu,
                 dtype: str, gpu_memory_utilization: float, max_model_len: int, max_num_seqs: int,
-                tensor_parallel_size: int = 1) -> MemoryPlan:
+                tensor_parallel_size: int = 1) -> GpuMemoryPlan:
     """One GPU's plan; ``weights_bytes`` is the whole model's loaded size."""
     layers = kv_layers(config, DTYPE_BYTES[dtype], tensor_parallel_size)
     overhead = int(engine.RUNTIME_OVERHEAD_GIB * GIB)
@@ -185,7 +185,7 @@ def plan_memory(model: str, config: Mapping[str, Any], weights_bytes: int, weigh
         overhead += int(engine.TP_COMMUNICATION_OVERHEAD_GIB * GIB)
     budget = int(gpu.memory_bytes * gpu_memory_utilization)
     share = weights_per_gpu(weights_bytes, tensor_parallel_size)
-    return MemoryPlan(
+    return GpuMemoryPlan(
         model=model, gpu=gpu.name, gpu_total_bytes=gpu.memory_bytes, gpu_memory_utilization=gpu_memory_utilization,
         weights_bytes=share, weights_source=weights_source, overhead_bytes=overhead,
         kv_cache_bytes=budget - share - overhead,
@@ -194,7 +194,7 @@ def plan_memory(model: str, config: Mapping[str, Any], weights_bytes: int, weigh
         model_weights_bytes=weights_bytes)
 
 
-def longest_fitting_len(plan: MemoryPlan, config: Mapping[str, Any], dtype: str, max_num_seqs: int,
+def longest_fitting_len(plan: GpuMemoryPlan, config: Mapping[str, Any], dtype: str, max_num_seqs: int,
                         step: int = 256) -> int:
     """The longest max_model_len (a multiple of ``step``) of which one request fits; 0 if none."""
     layers = kv_layers(config, DTYPE_BYTES[dtype], plan.tensor_parallel_size)

@@ -1,5 +1,6 @@
 """What a model weighs and how its attention is shaped: from the catalog, or read from the Hugging
-Face Hub at preview for a model the catalog does not know.
+Face Hub at preview for a model the catalog does not know, when the caller allows that network call
+(sizeFromHub: the stack program does; a component built in a user's program does only if asked).
 
 From the Hub: the model's info with its safetensors metadata (parameter count per dtype, read
 from the shards' headers by the Hub: no weights are downloaded) and its config.json, both
@@ -32,6 +33,10 @@ HUB_TIMEOUT_S = 10.0
 
 class Unsized(Exception):
     """The model cannot be sized: the reason, for the refusal."""
+
+    def __init__(self, reason: str, hub_not_asked: bool = False):
+        super().__init__(reason)
+        self.hub_not_asked = hub_not_asked  # only because the caller did not allow asking the Hub
 
 
 @dataclass(frozen=True)
@@ -128,9 +133,13 @@ def read_hub(repo_id: str) -> ModelFacts:
     return _facts(record)
 
 
-def model_facts(repo_id: str) -> ModelFacts:
-    """Catalog first (no network), then the Hub. Raises Unsized with the reason."""
+def model_facts(repo_id: str, ask_hub: bool) -> ModelFacts:
+    """Catalog first (no network), then, if ASK_HUB, the Hub. Raises Unsized with the reason."""
     if repo_id.startswith("/"):
         raise Unsized("it is a directory on the server, which the plan cannot read")
     known = catalog.find_model(repo_id)
-    return from_catalog(known) if known is not None else read_hub(repo_id)
+    if known is not None:
+        return from_catalog(known)
+    if not ask_hub:
+        raise Unsized("sizeFromHub is off, so the Hugging Face Hub was not asked", hub_not_asked=True)
+    return read_hub(repo_id)

@@ -15,22 +15,25 @@ its policy, until the new one is in service; the new one is registered for scali
 with its target, deleted. Nothing scales an endpoint in while it is being created or replaced.
 """
 
-from __future__ import annotations
-
 import json
 from datetime import datetime, timedelta
+from typing import Any, cast
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_command as command
 
 from gemma4_t4 import catalog
+from gemma4_t4.errors import ConfigError, Set
 
 from .aws_iam import service_role
-from .base import T4ServingComponent
-from .config import SageMakerT4EndpointArgs
-from .image_build import ImageBuildArgs, TuringImage
+from .base import MemoryPlan, ServingArgs, T4ServingComponent, provider_for, refusals, type_token, with_alias
+from .config import SageMakerT4EndpointSettings, ScalingMetric, validate
+from .image_build import TuringImage
 from .serving import check_serving
+
+# Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
+LEGACY_TYPE = "gemma4-t4:aws:SageMakerT4Endpoint"
 
 DELETE_ENDPOINT_TARGET = "arn:aws:scheduler:::aws-sdk:sagemaker:deleteEndpoint"
 # Printed once, right after the endpoint is in service (the Endpoint resource waits for that), and
@@ -45,46 +48,152 @@ DLQ_RETENTION_S = 14 * 24 * 3600
 VARIANT = "AllTraffic"
 
 
-def cost_per_hour_usd(args: SageMakerT4EndpointArgs, instances: int | None = None) -> float | None:
+class SageMakerT4EndpointArgs(ServingArgs, total=False):
+    """The arguments of SageMakerT4Endpoint. Every one is optional; the defaults are one ml.g4dn.xlarge
+    (one Tesla T4) serving Gemma 4 E2B (QAT), on the driver-580 host image, from the clamped image."""
+
+    region: str
+    """AWS region of the endpoint, the image build and its repository. Default: the region of the AWS provider
+    (the one in opts, else the default provider's aws:region)."""
+    profile: str
+    """The AWS profile of the account the resources are made in, for the image build step and the operator
+    tools (the `target` output). Default: the profile of the AWS provider in opts, if it names one."""
+    execution_role_arn: pulumi.Input[str]
+    """An existing IAM role SageMaker assumes to pull the image and write the endpoint's logs. Default: a new
+    role that may do only that."""
+    image_build_environment: pulumi.Input[dict[str, str]]
+    """Environment of the image build step's AWS client, for provider credentials that do not come from the
+    environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_CONFIG_FILE...). Default:
+    AWS_REGION and AWS_PROFILE from region and profile."""
+    instance_type: str
+    """SageMaker instance type (T4s: ml.g4dn.*). Default: the smallest with tensorParallelSize T4s
+    (ml.g4dn.xlarge, or ml.g4dn.12xlarge for 2 or 4)."""
+    instance_count: int
+    """Instances behind the endpoint (with autoscaling: at the start)."""
+    min_instance_count: int
+    """Autoscaling: the fewest instances (0: instanceCount); needs maxInstanceCount."""
+    max_instance_count: int
+    """Autoscaling: the most instances Application Auto Scaling may run (0: no autoscaling, instanceCount
+    always)."""
+    scaling_metric: ScalingMetric
+    """Autoscaling: what the policy tracks per instance: concurrentRequests (every 10 s, a request counted until
+    its last token) or invocations (per minute)."""
+    scaling_target: float
+    """Autoscaling: the value per instance the policy keeps the metric at (0: maxNumSeqs concurrent requests,
+    what vLLM serves at once)."""
+    allow_non_t4_instance: bool
+    """Opt-in: an instance type without a T4."""
+    inference_ami_version: str
+    """SageMaker host image; its driver must run the container's CUDA (the default's driver 580 runs CUDA 13)."""
+    base_image: str
+    """The AWS vLLM container (private ECR) the clamped image is built from."""
+    startup_health_check_timeout_seconds: int
+    """How long SageMaker waits for the container to answer /ping, s."""
+    model_data_download_timeout_seconds: int
+    """Model download time limit, s."""
+    keep_images: bool
+    """Keep the ECR repository and its images after the component is deleted (gemma4-t4/PREFIX)."""
+    endpoint_ttl: str
+    """Cost guard: how long the endpoint may stay up once in service (8h, 90m, 1d12h); EventBridge Scheduler
+    then deletes it."""
+    hf_token: pulumi.Input[str]
+    """Hugging Face token for a gated model, as a secret."""
+
+
+def provider_region(provider: pulumi.ProviderResource | None, opts: pulumi.ResourceOptions | None) -> str:
+    """The region the AWS provider makes resources in, as its getRegion answers it: from its own configuration,
+    without an AWS call (terraform-provider-aws, data source aws_region)."""
+    found = aws.get_region(opts=pulumi.InvokeOptions(provider=provider, parent=opts.parent if opts else None))
+    return found.region or found.name or ""
+
+
+def default_prefix(name: str) -> str:
+    return f"{pulumi.get_stack()}-{name}"
+
+
+def build_environment(provider: pulumi.ProviderResource | None, profile: pulumi.Output[str | None],
+                      given: Any) -> pulumi.Output[dict[str, str]]:
+    """The build step's AWS credentials: the explicit provider's (its keys and profile, as it was given them),
+    then PROFILE, then what the caller gives (which wins)."""
+    keys: dict[str, Any] = {}
+    if isinstance(provider, aws.Provider):
+        keys = {"AWS_ACCESS_KEY_ID": provider.access_key, "AWS_SECRET_ACCESS_KEY": provider.secret_key,
+                "AWS_SESSION_TOKEN": provider.token}
+    from_provider = pulumi.Output.all(**keys) if keys else pulumi.Output.from_input({})
+    return pulumi.Output.all(from_provider, profile, pulumi.Output.from_input(given or {})).apply(
+        lambda found: {**{k: v for k, v in found[0].items() if v}, **({"AWS_PROFILE": found[1]} if found[1] else {}),
+                       **found[2]})
+
+
+def cost_per_hour_usd(args: SageMakerT4EndpointSettings, instances: int | None = None) -> float | None:
     """At ``instances`` (default: the fewest the endpoint runs), at the region's list price."""
     price = catalog.SAGEMAKER_REGIONAL_PRICES.get(args.region, {}).get(args.instance_type)
     count = args.instances_min if instances is None else instances
     return None if price is None else round(price.usd_per_hour * count, 4)
 
 
-def billing_after_destroy_usd_per_month(args: SageMakerT4EndpointArgs) -> float:
+def billing_after_destroy_usd_per_month(args: SageMakerT4EndpointSettings) -> float:
     if not args.keep_images:
         return 0.0
     return round(catalog.SAGEMAKER_IMAGE_BYTES / 1e9 * catalog.AWS_PRICES["ecr:gb-month"].usd_per_hour, 2)
 
 
 class SageMakerT4Endpoint(T4ServingComponent):
-    endpoint_name: pulumi.Output[str]
-    image_uri: pulumi.Output[str]
-    memory_plan: dict | None  # components.memory.MemoryPlan.as_output(); None when unsized
+    """Gemma 4 on a Tesla T4 behind an Amazon SageMaker real-time endpoint (ml.g4dn.xlarge, pinned to the
+    driver-580 host image), serving the AWS vLLM container with the Turing clamp, built by CodeBuild into a
+    private ECR repository; the OpenAI chat body at /invocations."""
 
-    def __init__(self, name: str, args: SageMakerT4EndpointArgs, opts: pulumi.ResourceOptions | None = None):
+    endpoint_name: pulumi.Output[str]
+    """The endpoint's name."""
+    image_uri: pulumi.Output[str]
+    """The clamped image the endpoint serves, by digest."""
+    memory_plan: pulumi.Output[MemoryPlan] | None
+    """What vLLM will find on each GPU at start-up; absent for a model that was not sized."""
+    cost_per_hour_usd_max: pulumi.Output[float] | None
+    """With autoscaling: the catalog list price at the most instances."""
+    scalable_target: pulumi.Output[str] | None
+    """With autoscaling: the Application Auto Scaling resource id of the variant."""
+    endpoint_deletes_at: pulumi.Output[str] | None
+    """With endpointTtl: when EventBridge Scheduler deletes the endpoint (UTC)."""
+    ttl_dead_letter_queue_url: pulumi.Output[str] | None
+    """With endpointTtl: the queue where a delete that kept failing lands (then the endpoint still bills)."""
+
+    def __init__(self, name: str, args: SageMakerT4EndpointArgs, opts: pulumi.ResourceOptions | None = None
+                 ) -> None:
+        provider = provider_for("aws", opts)
         # Everything a refusal needs is checked before anything is registered.
-        plan = check_serving(args, args.gpu)
+        with refusals(SageMakerT4EndpointArgs.__name__):
+            region = args.get("region") or provider_region(provider, opts)
+            if not region:
+                raise ConfigError("region", "is not set, and the AWS provider has no region either",
+                                  Set("region", "us-east-2"))
+            settings = validate(SageMakerT4EndpointSettings, {**args, "region": region})
+            plan = check_serving(settings, settings.gpu)
+            ttl = settings.ttl()
         serving = plan.serving
-        ttl = args.ttl()
-        super().__init__("gemma4-t4:aws:SageMakerT4Endpoint", name, None, opts)
+        super().__init__(type_token(SageMakerT4Endpoint), name, None, with_alias(opts, LEGACY_TYPE))
         child = pulumi.ResourceOptions(parent=self)
-        tags = {"app": "gemma4-t4", **args.labels}
+        tags = {"app": "gemma4-t4", **settings.labels}
         if plan.memory is not None:
             pulumi.log.info(f"memory plan: {plan.memory.summary()}", resource=self)
-        gpus = catalog.SAGEMAKER_INSTANCE_TYPES[args.instance_type].gpus
-        if gpus > args.tensor_parallel_size:
-            pulumi.log.warn(f"{args.instance_type} carries {gpus} GPUs and tensorParallelSize "
-                            f"{args.tensor_parallel_size} uses {args.tensor_parallel_size}: "
-                            f"{gpus - args.tensor_parallel_size} bill unused (tensorParallelSize {gpus} uses them all)",
-                            resource=self)
+        gpus = catalog.SAGEMAKER_INSTANCE_TYPES[settings.instance_type].gpus
+        if gpus > settings.tensor_parallel_size:
+            pulumi.log.warn(f"{settings.instance_type} carries {gpus} GPUs and tensorParallelSize "
+                            f"{settings.tensor_parallel_size} uses {settings.tensor_parallel_size}: "
+                            f"{gpus - settings.tensor_parallel_size} bill unused (tensorParallelSize {gpus} uses "
+                            "them all)", resource=self)
 
-        image = TuringImage(f"{name}-image", ImageBuildArgs(
-            base_image=args.base_image, vllm_version=catalog.PINS["vllm.sagemaker"], region=args.region,
-            keep_images=args.keep_images, tags=tags, stack=pulumi.get_stack()), opts=child)
+        profile = pulumi.Output.from_input(settings.profile or (provider.profile if isinstance(provider, aws.Provider)
+                                                                 else None))
+        image = TuringImage(f"{name}-image", {
+            "base_image": settings.base_image, "vllm_version": catalog.PINS["vllm.sagemaker"], "region": region,
+            "keep_images": settings.keep_images, "name_prefix": settings.name_prefix or default_prefix(name),
+            "tags": settings.labels,
+            "build_environment": build_environment(provider, profile, settings.image_build_environment)},
+            opts=child)
 
-        role, role_policy = service_role(f"{name}-execution", "sagemaker.amazonaws.com", [
+        if settings.execution_role_arn is None:
+            role, role_policy = service_role(f"{name}-execution", "sagemaker.amazonaws.com", [
                 {"Sid": "EcrLogin", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
                 {"Sid": "PullImage", "Effect": "Allow",
                  "Action": ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"],
@@ -92,32 +201,36 @@ class SageMakerT4Endpoint(T4ServingComponent):
                 {"Sid": "EndpointLogs", "Effect": "Allow",
                  "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
                             "logs:DescribeLogStreams"],
-                 "Resource": f"arn:aws:logs:{args.region}:*:log-group:/aws/sagemaker/Endpoints/*"},
+                 "Resource": f"arn:aws:logs:{region}:*:log-group:/aws/sagemaker/Endpoints/*"},
                 {"Sid": "Metrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
                  "Condition": {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}}},
             ], tags, self)
+            role_arn: pulumi.Input[str] = role.arn
+            model_waits_for: list[pulumi.Resource] = [image.build, role_policy]
+        else:
+            role_arn, model_waits_for = settings.execution_role_arn, [image.build]
 
         environment: dict[str, pulumi.Input[str]] = dict(serving.sagemaker_environment())
-        if args.hf_token is not None:
-            environment["HF_TOKEN"] = pulumi.Output.secret(args.hf_token)
+        if settings.hf_token is not None:
+            environment["HF_TOKEN"] = pulumi.Output.secret(settings.hf_token)
         model = aws.sagemaker.Model(
             f"{name}-model",
-            execution_role_arn=role.arn,
+            execution_role_arn=role_arn,
             primary_container=aws.sagemaker.ModelPrimaryContainerArgs(image=image.image_uri, environment=environment),
             tags=tags,
             # The Model pulls the built image by digest: it must wait for the build and the role.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[image.build, role_policy]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=model_waits_for),
         )
         config = aws.sagemaker.EndpointConfiguration(
             f"{name}-config",
             production_variants=[aws.sagemaker.EndpointConfigurationProductionVariantArgs(
                 variant_name=VARIANT,
                 model_name=model.name,
-                instance_type=args.instance_type,
-                initial_instance_count=args.instance_count,
-                inference_ami_version=args.inference_ami_version,
-                container_startup_health_check_timeout_in_seconds=args.startup_health_check_timeout_seconds,
-                model_data_download_timeout_in_seconds=args.model_data_download_timeout_seconds,
+                instance_type=settings.instance_type,
+                initial_instance_count=settings.instance_count,
+                inference_ami_version=settings.inference_ami_version,
+                container_startup_health_check_timeout_in_seconds=settings.startup_health_check_timeout_seconds,
+                model_data_download_timeout_in_seconds=settings.model_data_download_timeout_seconds,
             )],
             tags=tags,
             opts=child,
@@ -128,38 +241,36 @@ class SageMakerT4Endpoint(T4ServingComponent):
             f"{name}-endpoint", endpoint_config_name=config.name,
             tags={**tags, catalog.SAGEMAKER_STACK_TAG: pulumi.get_stack()},
             opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["endpointConfigName"])
-            if args.autoscaling else child)
+            if settings.autoscaling else child)
 
-        extra: dict[str, pulumi.Input] = {"endpoint_name": endpoint.name, "image_uri": image.image_uri}
-        scaling = self._autoscale(name, args, endpoint, tags) if args.autoscaling else None
-        if scaling is not None:
-            extra["cost_per_hour_usd_max"] = cost_per_hour_usd(args, args.instances_max)
-            extra["scalable_target"] = scaling.resource_id
-        if ttl is not None:
-            extra.update(self._delete_after(name, ttl, endpoint, tags, scaling))
-
+        scaling = self._autoscale(name, settings, endpoint, tags) if settings.autoscaling else None
         self.endpoint_name = endpoint.name
-        self.memory_plan = plan.memory.as_output() if plan.memory else None
         self.image_uri = image.image_uri
-        extra["memory_plan"] = self.memory_plan
+        self.memory_plan = pulumi.Output.from_input(cast(MemoryPlan, plan.memory.as_output())) if plan.memory else None
+        # Outputs of what this endpoint has: None (not exported) for autoscaling and a TTL it was not given.
+        most = cost_per_hour_usd(settings, settings.instances_max) if scaling is not None else None
+        self.cost_per_hour_usd_max = pulumi.Output.from_input(most) if most is not None else None
+        self.scalable_target = scaling.resource_id if scaling is not None else None
+        self.endpoint_deletes_at, self.ttl_dead_letter_queue_url = (
+            self._delete_after(name, ttl, endpoint, tags, scaling) if ttl is not None else (None, None))
         body = json.dumps({"model": serving.served_model_name, "max_tokens": 64,
                            "messages": [{"role": "user", "content": "Name the four inner planets."}]})
         self._register_contract(
-            extra=extra,
             cloud="sagemaker",
             port=catalog.SAGEMAKER_CONTAINER_PORT,
             served_model_name=serving.served_model_name,
-            target={"endpoint_name": endpoint.name, "region": args.region,
-                    **({"profile": profile} if (profile := pulumi.Config("aws").get("profile")) else {})},
-            connect_command=pulumi.Output.concat(
-                "aws sagemaker-runtime invoke-endpoint --region ", args.region, " --endpoint-name ",
-                endpoint.name, " --content-type application/json --cli-binary-format raw-in-base64-out --body '",
-                body, "' /dev/stdout"),
-            cost_per_hour_usd=cost_per_hour_usd(args),
-            billing_after_destroy_usd_per_month=billing_after_destroy_usd_per_month(args),
+            target=pulumi.Output.all(endpoint.name, profile).apply(
+                lambda found: {"endpoint_name": found[0], "region": region,
+                               **({"profile": found[1]} if found[1] else {})}),
+            connect_command=pulumi.Output.format(
+                "aws sagemaker-runtime invoke-endpoint --region {0} --endpoint-name {1} --content-type "
+                "application/json --cli-binary-format raw-in-base64-out --body '{2}' /dev/stdout",
+                region, endpoint.name, body),
+            cost_per_hour_usd=cost_per_hour_usd(settings),
+            billing_after_destroy_usd_per_month=billing_after_destroy_usd_per_month(settings),
         )
 
-    def _autoscale(self, name: str, args: SageMakerT4EndpointArgs, endpoint: aws.sagemaker.Endpoint,
+    def _autoscale(self, name: str, args: SageMakerT4EndpointSettings, endpoint: aws.sagemaker.Endpoint,
                    tags: dict[str, str]) -> aws.appautoscaling.Target:
         """The variant as an Application Auto Scaling target between the fewest and the most
         instances, and a target-tracking policy that keeps the metric at the target per instance.
@@ -199,7 +310,8 @@ class SageMakerT4Endpoint(T4ServingComponent):
         return target
 
     def _delete_after(self, name: str, ttl: timedelta, endpoint: aws.sagemaker.Endpoint,
-                      tags: dict[str, str], scaling: aws.appautoscaling.Target | None) -> dict[str, pulumi.Output[str]]:
+                      tags: dict[str, str], scaling: aws.appautoscaling.Target | None
+                      ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
         """EventBridge Scheduler deletes the endpoint ``ttl`` after it is in service, with a role
         that can do only that, retries, and a dead-letter queue for a delete that kept failing.
 
@@ -235,4 +347,4 @@ class SageMakerT4Endpoint(T4ServingComponent):
                 dead_letter_config=aws.scheduler.ScheduleTargetDeadLetterConfigArgs(arn=dead_letters.arn)),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
         )
-        return {"endpoint_deletes_at": deletes_at, "ttl_dead_letter_queue_url": dead_letters.url}
+        return deletes_at, dead_letters.url

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import pulumi
 
 from gemma4_t4 import catalog
-from gemma4_t4.errors import ConfigError
+from gemma4_t4.errors import ConfigError, FixPart, Set
 
-from .config import StackArgs, set_cmd
-from .memory import MemoryPlan, UnsizableConfig, attention_heads, longest_fitting_len, plan_memory
+from .config import ServingSettings
+from .memory import GpuMemoryPlan, UnsizableConfig, attention_heads, longest_fitting_len, plan_memory
 from .model_facts import ModelFacts, Unsized, model_facts
 
 
@@ -74,26 +74,31 @@ class ServingConfig:
 class ServingPlan:
     serving: ServingConfig
     facts: ModelFacts | None  # None: unsized, by the user's opt-in
-    memory: MemoryPlan | None  # None: unsized, or a GPU the catalog does not describe
+    memory: GpuMemoryPlan | None  # None: unsized, or a GPU the catalog does not describe
 
 
-UNSIZED_FIX = (f"check the model id and this machine's network (or `huggingface-cli login` for a gated model), or, "
-               f"knowing nothing checks that it fits, {set_cmd('allowUnsizedModel', True)}")
-OVERFLOW_FIX = f"or, knowing it will likely fail, {set_cmd('allowModelOverflow', True)}"
+UNSIZED_FIX: tuple[FixPart, ...] = (
+    "check the model id and this machine's network (or `huggingface-cli login` for a gated model), or, knowing "
+    "nothing checks that it fits, ", Set("allowUnsizedModel", True))
+NOT_ASKED_FIX: tuple[FixPart, ...] = (
+    Set("sizeFromHub", True), " (reads its config and parameter counts from the Hugging Face Hub at preview), or, "
+    "knowing nothing checks that it fits, ", Set("allowUnsizedModel", True))
+OVERFLOW_FIX: tuple[FixPart, ...] = ("or, knowing it will likely fail, ", Set("allowModelOverflow", True))
 
 
-def check_serving(args: StackArgs, gpu: catalog.Gpu | None, host: str = "127.0.0.1", port: int = 8000) -> ServingPlan:
+def check_serving(args: ServingSettings, gpu: catalog.Gpu | None, host: str = "127.0.0.1",
+                  port: int = 8000) -> ServingPlan:
     """Refuse what cannot serve on ``gpu`` (None: a GPU the catalog does not describe, opted in)."""
     if gpu is not None and args.dtype in ("bfloat16", "auto") and not gpu.supports_bfloat16:
         # "auto" takes the checkpoint's dtype, which is bfloat16 for every Gemma 4 build.
-        raise ConfigError("dtype", f"{args.dtype!r} needs bfloat16, which {gpu.name} (sm_{gpu.compute_capability[0]}"
-                          f"{gpu.compute_capability[1]}) does not have", set_cmd("dtype", "float16"))
+        raise ConfigError("dtype", f"'{args.dtype}' needs bfloat16, which {gpu.name} (sm_{gpu.compute_capability[0]}"
+                          f"{gpu.compute_capability[1]}) does not have", Set("dtype", "float16"))
     try:
-        facts: ModelFacts | None = model_facts(args.model)
+        facts: ModelFacts | None = model_facts(args.model, ask_hub=args.size_from_hub)
     except Unsized as why:
         if not args.allow_unsized_model:
             raise ConfigError("model", f"{args.model} is not in the catalog and cannot be sized: {why}",
-                              UNSIZED_FIX) from None
+                              NOT_ASKED_FIX if why.hub_not_asked else UNSIZED_FIX) from None
         pulumi.log.warn(f"{args.model} is not sized ({why}): nothing checks that it fits (allowUnsizedModel)")
         facts = None
     model = facts.repo_id if facts else args.model
@@ -108,7 +113,7 @@ def check_serving(args: StackArgs, gpu: catalog.Gpu | None, host: str = "127.0.0
     if facts.quantization and args.dtype == "float32":
         method = facts.quantization.get("quant_method", "quantized")
         raise ConfigError("dtype", f"{model} is a {method} checkpoint, whose kernels run in float16: vLLM refuses "
-                          "float32 for it", set_cmd("dtype", "float16"))
+                          "float32 for it", Set("dtype", "float16"))
     if gpu is None:
         return ServingPlan(serving, facts, None)
     try:
@@ -148,10 +153,10 @@ def _check_heads_split(model: str, facts: ModelFacts, size: int, allow_unsized: 
     fits = [n for n in catalog.TENSOR_PARALLEL_SIZES if _splits(heads, n)]
     shown = ", ".join(f"{q} query / {kv} KV heads" for q, kv in sorted(heads))
     raise ConfigError("tensorParallelSize", f"{size}: {model}'s attention ({shown}) does not split evenly over {size} "
-                      "GPUs, and vLLM refuses it", set_cmd("tensorParallelSize", max(fits)))
+                      "GPUs, and vLLM refuses it", Set("tensorParallelSize", max(fits)))
 
 
-def _fitting_size(args: StackArgs, facts: ModelFacts, plan: MemoryPlan) -> MemoryPlan | None:
+def _fitting_size(args: ServingSettings, facts: ModelFacts, plan: GpuMemoryPlan) -> GpuMemoryPlan | None:
     """The plan at the smallest larger tensor parallel size at which a request fits, if any."""
     heads = attention_heads(facts.config)
     for size in catalog.TENSOR_PARALLEL_SIZES:
@@ -165,12 +170,12 @@ def _fitting_size(args: StackArgs, facts: ModelFacts, plan: MemoryPlan) -> Memor
     return None
 
 
-def _check_memory(args: StackArgs, facts: ModelFacts, plan: MemoryPlan) -> None:
+def _check_memory(args: ServingSettings, facts: ModelFacts, plan: GpuMemoryPlan) -> None:
     gib = catalog.GIB
     if args.max_model_len > plan.context_length:
         raise ConfigError("maxModelLen", f"{args.max_model_len:,} tokens exceeds {plan.model}'s context of "
                           f"{plan.context_length:,} (max_position_embeddings): vLLM refuses it",
-                          set_cmd("maxModelLen", min(16384, plan.context_length)))
+                          Set("maxModelLen", min(16384, plan.context_length)))
     if plan.max_concurrency >= 1 or args.allow_model_overflow:
         return
     per_gpu = " per GPU" if plan.tensor_parallel_size > 1 else ""
@@ -178,24 +183,26 @@ def _check_memory(args: StackArgs, facts: ModelFacts, plan: MemoryPlan) -> None:
                f" GiB for vLLM{per_gpu}; weights {plan.weights_bytes / gib:.2f} GiB + overheads "
                f"{plan.overhead_bytes / gib:.2f} GiB")
     bigger = _fitting_size(args, facts, plan) if plan.gpu == catalog.TESLA_T4.name else None
-    split = (f"{set_cmd('tensorParallelSize', bigger.tensor_parallel_size)} (on {bigger.where}: weights "
-             f"{bigger.weights_bytes / gib:.2f} GiB, KV cache {bigger.kv_cache_bytes / gib:.2f} GiB, "
-             f"{bigger.max_concurrency:.2f}x {args.max_model_len:,}-token requests), or ") if bigger else ""
+    split: tuple[FixPart, ...] = (
+        Set("tensorParallelSize", bigger.tensor_parallel_size),
+        f" (on {bigger.where}: weights {bigger.weights_bytes / gib:.2f} GiB, KV cache "
+        f"{bigger.kv_cache_bytes / gib:.2f} GiB, {bigger.max_concurrency:.2f}x {args.max_model_len:,}-token "
+        "requests), or ") if bigger else ()
     if plan.kv_cache_bytes <= 0:
         at_default = plan_memory(plan.model, facts.config, plan.model_weights_bytes, plan.weights_source,
                                  catalog.TESLA_T4, args.dtype, 0.9, args.max_model_len, args.max_num_seqs,
                                  plan.tensor_parallel_size)
         if args.gpu_memory_utilization < 0.9 and at_default.max_concurrency >= 1:
             raise ConfigError("gpuMemoryUtilization", f"{numbers} leave no room for the KV cache ({plan.gpu})",
-                              set_cmd("gpuMemoryUtilization", 0.9))
+                              Set("gpuMemoryUtilization", 0.9))
         where = "one" if plan.tensor_parallel_size == 1 else str(plan.tensor_parallel_size)
         raise ConfigError("model", f"{plan.model} cannot start on {where} {plan.gpu}{'s' * (where != 'one')}: "
                           f"{numbers} leave {plan.kv_cache_bytes / gib:.2f} GiB for the KV cache (vLLM loads the "
                           "weights, then runs out of memory)",
-                          f"{split}pick a smaller Gemma 4 build (E2B or E4B), {OVERFLOW_FIX}")
+                          (*split, "pick a smaller Gemma 4 build (E2B or E4B), ", *OVERFLOW_FIX))
     fits = longest_fitting_len(plan, facts.config, args.dtype, args.max_num_seqs)
     need = plan.bytes_per_request / gib
     raise ConfigError("maxModelLen", f"not one {args.max_model_len:,}-token request fits: {numbers} leave "
                       f"{plan.kv_cache_bytes / gib:.2f} GiB of KV cache, and one request needs {need:.2f} GiB"
-                      f"{per_gpu}", split + (set_cmd("maxModelLen", fits) if fits else "pick a smaller model")
-                      + f", {OVERFLOW_FIX}")
+                      f"{per_gpu}", (*split, Set("maxModelLen", fits) if fits else "pick a smaller model", ", ",
+                                     *OVERFLOW_FIX))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gemma4_t4 import clouds
 from gemma4_t4.core import ops
 from gemma4_t4.core import plan as plan_mod
 from gemma4_t4.core.targets import HttpTarget
@@ -48,25 +49,23 @@ def hub(monkeypatch):
 
 @pytest.fixture
 def run_stack():
-    """run_stack(stack, *overrides, cloud=None) -> Plan, with overrides as `--config KEY=VALUE`
-    and `cloud` what already exists (plan.MockCloud; default: nothing)."""
+    """run_stack(stack, *overrides, world=None) -> Plan, with overrides as `--config KEY=VALUE`
+    and `world` what already exists, per cloud ({"gce": clouds.gce.World(...)}; default: nothing)."""
 
-    def run(stack: str, *overrides: str, cloud: plan_mod.MockCloud | None = None) -> plan_mod.Plan:
-        return plan_mod.run_program(stack, plan_mod.load_stack_config(stack, list(overrides), REPO), project_dir=REPO,
-                                    cloud=cloud)
+    def run(stack: str, *overrides: str, world: dict | None = None) -> plan_mod.Plan:
+        return clouds.offline_plan(stack, clouds.stack_config(stack, overrides, REPO), world)
 
     return run
 
 
 @pytest.fixture
 def refused_stack():
-    """refused_stack(stack, *overrides) -> (ConfigError, Plan): the program must refuse."""
+    """refused_stack(stack, *overrides, world=None) -> (ConfigError, Plan): the program must refuse."""
 
-    def run(stack: str, *overrides: str, cloud: plan_mod.MockCloud | None = None):
+    def run(stack: str, *overrides: str, world: dict | None = None):
         partial = plan_mod.Plan(stack)
         with pytest.raises(ConfigError) as caught:
-            plan_mod.run_program(stack, plan_mod.load_stack_config(stack, list(overrides), REPO), plan=partial,
-                                 project_dir=REPO, cloud=cloud)
+            clouds.offline_plan(stack, clouds.stack_config(stack, overrides, REPO), world, plan=partial)
         return caught.value, partial
 
     return run

@@ -52,7 +52,7 @@ GCE = [
     (("swapSizeGb=300",), "dataDiskSizeGb", "dataDiskSizeGb 339"),
     # scheduling limits
     (("maxRunHours=3000",), "maxRunHours", "maxRunHours 2880"),
-    (("terminationAction=stop",), "terminationAction", "one of '', 'STOP' or 'DELETE'"),
+    (("terminationAction=stop",), "terminationAction", "terminationAction STOP (one of 'STOP' or 'DELETE')"),
     (("idleStopMinutes=2",), "idleStopMinutes", "idleStopMinutes 5"),
     # labels GCE refuses
     (("labels.Team=ml",), "labels.Team", "starting with a letter"),

@@ -1,5 +1,5 @@
 """The stack config's schema: Pulumi.yaml mirrors it, booleans are strict, keys are the project's
-and the stack's own, secrets stay secret, and each component takes its one Args class."""
+and the stack's own, secrets stay secret, and each cloud's component takes its one Settings class."""
 
 from __future__ import annotations
 
@@ -10,44 +10,59 @@ import yaml
 from conftest import REPO
 from pydantic import ValidationError
 
-from components.config import (
-    COMPONENT_ARGS,
-    GceT4ServerArgs,
-    SageMakerT4EndpointArgs,
-    keys_of,
-    load_args,
-    project_config,
-)
+from gemma4_t4 import clouds, project_file
+from gemma4_t4.clouds.stack_config import config_keys, stack_settings
+from gemma4_t4.components.config import GceT4ServerSettings, SageMakerT4EndpointSettings, keys_of
 from gemma4_t4.core import plan as plan_mod
 from gemma4_t4.errors import ConfigError
 
 pytestmark = pytest.mark.components
 
+SETTINGS = {"gce-t4": GceT4ServerSettings, "sagemaker-t4": SageMakerT4EndpointSettings}
+
+
+class Loaded(dict):
+    """The Args the stack program builds its component from, by attribute."""
+
+    __getattr__ = dict.__getitem__
+
 
 def _load(stack: str, *overrides: str, secret_keys: frozenset[str] = frozenset()):
-    config = plan_mod.load_stack_config(stack, list(overrides), REPO)
-    return load_args({k: plan_mod._as_config_string(v) for k, v in config.items()}, secret_keys,
-                     secret=lambda key: f"<secret {key}>")
+    config = clouds.stack_config(stack, overrides, REPO)
+    cloud, args = stack_settings({k: plan_mod._as_config_string(v) for k, v in config.items()}, clouds.CLOUDS,
+                                 secret_keys, secret=lambda key: f"<secret {key}>")
+    settings = cloud.settings.model_validate(args)
+    return Loaded({name: getattr(settings, name) for name in type(settings).model_fields})
 
 
 def test_pulumi_yaml_declares_every_key_with_the_schemas_type_default_and_description():
     declared = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"]
-    expected = project_config()
+    expected = project_file.section()
     assert list(declared) == list(expected), "Pulumi.yaml must list the schema's keys, in its order"
     for key, spec in expected.items():
         assert declared[key] == spec, (f"{key}: Pulumi.yaml says {declared[key]}, the schema {spec}: "
-                                       "regenerate the section with .venv/bin/python -m components.config")
+                                       "regenerate the section with .venv/bin/python -m gemma4_t4.project_file")
         assert spec["description"], f"{key} has no description"
 
 
-def test_each_stack_file_plans_to_its_components_args():
+def test_each_stack_file_plans_to_its_components_settings():
     gce, sagemaker = _load("gce-t4"), _load("sagemaker-t4")
-    assert isinstance(gce, GceT4ServerArgs) and gce == GceT4ServerArgs()
-    assert isinstance(sagemaker, SageMakerT4EndpointArgs) and sagemaker.region == "us-east-2"
+    assert gce.zone == "us-west2-b" and gce.size_from_hub is True, "the stack program asks the Hub"
+    assert sagemaker.region == "us-east-2"
     assert sagemaker.max_model_len == 8192 and sagemaker.instance_type == "ml.g4dn.xlarge"
 
 
-BOOLEAN_KEYS = sorted({key for model in COMPONENT_ARGS.values() for key, default in keys_of(model).items()
+def test_each_components_args_are_its_settings():
+    """The public Args (a TypedDict, what the schema is made from) and the Settings (the rules) name the
+    same settings: the one source of rules covers every argument."""
+    from gemma4_t4.components import GceT4ServerArgs, SageMakerT4EndpointArgs
+
+    for args, settings in ((GceT4ServerArgs, GceT4ServerSettings), (SageMakerT4EndpointArgs,
+                                                                      SageMakerT4EndpointSettings)):
+        assert args.__required_keys__ | args.__optional_keys__ == set(settings.model_fields), args.__name__
+
+
+BOOLEAN_KEYS = sorted({key for model in SETTINGS.values() for key, default in config_keys(model).items()
                        if isinstance(default, bool)})
 
 
@@ -56,7 +71,7 @@ BOOLEAN_KEYS = sorted({key for model in COMPONENT_ARGS.values() for key, default
 def test_a_boolean_is_true_or_false_and_nothing_else(key, text):
     """Pulumi's own boolean getter takes true or false: "maybe" or "yes" must be refused with the
     key, not read as a guess."""
-    stack = "gce-t4" if key in keys_of(GceT4ServerArgs) else "sagemaker-t4"
+    stack = "gce-t4" if key in keys_of(GceT4ServerSettings) else "sagemaker-t4"
     with pytest.raises(ConfigError) as caught:
         _load(stack, f"{key}={text}")
     assert caught.value.key == f"gemma4-t4:{key}" and "expected true or false" in str(caught.value)
@@ -85,15 +100,16 @@ def test_a_secret_hf_token_reaches_the_sagemaker_args_as_pulumi_gives_it():
     assert _load("sagemaker-t4").hf_token is None
 
 
-def test_args_are_typed_python_objects_a_program_can_build_and_that_check_themselves():
-    args = GceT4ServerArgs(machine_type="n1-standard-4", max_run_hours=8)
-    assert args.region == "us-west2" and args.machine_type == "n1-standard-4" and args.max_model_len == 16384
+def test_settings_are_typed_python_objects_that_check_themselves():
+    settings = GceT4ServerSettings(machine_type="n1-standard-4", max_run_hours=8)
+    assert settings.region == "us-west2" and settings.machine_type == "n1-standard-4"
+    assert settings.max_model_len == 16384
     with pytest.raises(ValidationError, match="does not sell T4s"):
-        GceT4ServerArgs(zone="us-west2-a")
+        GceT4ServerSettings(zone="us-west2-a")
     with pytest.raises(ValidationError, match="is not a GCE zone"):
-        GceT4ServerArgs.model_validate({**args.model_dump(), "zone": "x"})
+        GceT4ServerSettings.model_validate({**settings.model_dump(), "zone": "x"})
     with pytest.raises(ValidationError):  # frozen: a component's inputs do not change under it
-        args.zone = "us-central1-a"  # type: ignore[misc]
+        settings.zone = "us-central1-a"  # type: ignore[misc]
 
 
 def test_half_is_float16():
@@ -123,13 +139,12 @@ def test_the_readme_gives_examples():
 @pytest.mark.parametrize("key,value,secret", _readme_examples())
 def test_every_config_the_readme_shows_plans(run_stack, key, value, secret, tmp_path):
     name = key.split(".")[0]
-    stacks = [s for s, model in (("gce-t4", GceT4ServerArgs), ("sagemaker-t4", SageMakerT4EndpointArgs))
-              if name in keys_of(model)]
+    stacks = [s for s, model in SETTINGS.items() if name in keys_of(model)]
     for stack in stacks:
         if secret:
-            config = plan_mod.load_stack_config(stack, [], REPO)
+            config = clouds.stack_config(stack, (), REPO)
             config[f"gemma4-t4:{key}"] = {"secure": "AAABAGVuY3J5cHRlZA=="}
-            plan = plan_mod.run_program(stack, config, project_dir=REPO)
+            plan = clouds.offline_plan(stack, config)
         else:
             plan = run_stack(stack, f"{key}={value}")
         assert plan.outputs["cloud"] == ("gce" if stack == "gce-t4" else "sagemaker")

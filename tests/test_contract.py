@@ -9,7 +9,7 @@ from gemma4_t4.contract import OUTPUTS
 
 pytestmark = pytest.mark.components
 
-COMPONENTS = {"gce-t4": "gemma4-t4:gce:T4Server", "sagemaker-t4": "gemma4-t4:aws:SageMakerT4Endpoint"}
+COMPONENTS = {"gce-t4": "gemma4-t4:index:GceT4Server", "sagemaker-t4": "gemma4-t4:index:SageMakerT4Endpoint"}
 
 
 @pytest.mark.parametrize("stack", sorted(COMPONENTS))

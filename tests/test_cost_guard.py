@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import yaml
 
-from components import sagemaker
-from components.config.schema import parse_ttl
-from components.sagemaker import CLOCK
+from gemma4_t4.components import sagemaker
+from gemma4_t4.components.config.schema import parse_ttl
+from gemma4_t4.components.sagemaker import CLOCK
 
 INSTANCE = "gcp:compute/instance:Instance"
 SCHEDULE = "aws:scheduler/schedule:Schedule"

@@ -8,8 +8,14 @@ import re
 
 import pytest
 
-from components.gce import GCE_NAME_MAX, stack_resource_name
-from gemma4_t4.core.plan import MOCK_GCP_PROJECT, MockCloud
+from gemma4_t4.clouds.gce import GCE, World
+from gemma4_t4.components.gce import GCE_NAME_MAX, gce_resource_name
+from gemma4_t4.core.plan import MOCK_GCP_PROJECT
+
+
+def stack_resource_name(project: str, stack: str, suffix: str) -> str:
+    """The name the stack program gives one of its GCE resources."""
+    return gce_resource_name(GCE.name_prefix(project, stack), suffix)
 
 pytestmark = pytest.mark.components
 
@@ -18,9 +24,9 @@ INSTANCE = "gcp:compute/instance:Instance"
 ZONE = "us-west2-b"
 
 
-def _cloud(name: str, **disk) -> MockCloud:
-    return MockCloud(disks={name: {"zone": ZONE, "sizeGb": 250, "type": "pd-balanced", "users": [],
-                                   "labels": {"app": "gemma4-t4"}, **disk}})
+def _cloud(name: str, **disk) -> dict:
+    return {"gce": World(disks={name: {"zone": ZONE, "sizeGb": 250, "type": "pd-balanced", "users": [],
+                                   "labels": {"app": "gemma4-t4"}, **disk}})}
 
 
 def _instance_link(name: str) -> str:
@@ -44,7 +50,7 @@ def test_a_first_up_creates_the_disk(run_stack):
 
 def test_the_up_after_a_destroy_adopts_the_retained_disk(run_stack):
     name = stack_resource_name("gemma4-t4", "gce-t4", "data")
-    plan = run_stack("gce-t4", cloud=_cloud(name))
+    plan = run_stack("gce-t4", world=_cloud(name))
     disk = plan.one(DISK)
     assert disk.options["importId"] == f"projects/{MOCK_GCP_PROJECT}/zones/{ZONE}/disks/{name}"
     assert disk.state["name"] == name
@@ -54,13 +60,13 @@ def test_the_up_after_a_destroy_adopts_the_retained_disk(run_stack):
 def test_an_up_while_the_vm_exists_keeps_its_own_disk(run_stack):
     name = stack_resource_name("gemma4-t4", "gce-t4", "data")
     vm = stack_resource_name("gemma4-t4", "gce-t4", "vm")
-    disk = run_stack("gce-t4", cloud=_cloud(name, users=[_instance_link(vm)])).one(DISK)
+    disk = run_stack("gce-t4", world=_cloud(name, users=[_instance_link(vm)])).one(DISK)
     assert disk.options["importId"].endswith(f"/disks/{name}")
 
 
 def test_a_disk_attached_to_another_vm_is_never_taken(refused_stack):
     name = stack_resource_name("gemma4-t4", "gce-t4", "data")
-    error, partial = refused_stack("gce-t4", cloud=_cloud(name, users=[_instance_link("someone-elses-vm")]))
+    error, partial = refused_stack("gce-t4", world=_cloud(name, users=[_instance_link("someone-elses-vm")]))
     assert error.key == "gemma4-t4:retainDataDisk"
     assert "someone-elses-vm" in error.problem and "detach-disk" in error.fix
     assert partial.resources == [], "a refused config registers nothing"
@@ -68,7 +74,7 @@ def test_a_disk_attached_to_another_vm_is_never_taken(refused_stack):
 
 def test_a_disk_gemma4_t4_did_not_make_is_never_adopted(refused_stack):
     name = stack_resource_name("gemma4-t4", "gce-t4", "data")
-    error, partial = refused_stack("gce-t4", cloud=_cloud(name, labels={"team": "someone-else"}))
+    error, partial = refused_stack("gce-t4", world=_cloud(name, labels={"team": "someone-else"}))
     assert error.key == "gemma4-t4:retainDataDisk"
     assert "did not make it" in error.problem and "another stack name" in error.fix
     assert partial.resources == [], "a refused config registers nothing"
@@ -76,8 +82,9 @@ def test_a_disk_gemma4_t4_did_not_make_is_never_adopted(refused_stack):
 
 def test_a_disk_of_another_zone_is_not_this_stacks(run_stack):
     name = stack_resource_name("gemma4-t4", "gce-t4", "data")
-    cloud = MockCloud(disks={name: {"zone": "europe-west4-a", "sizeGb": 250, "type": "pd-balanced", "users": []}})
-    assert run_stack("gce-t4", cloud=cloud).one(DISK).options["importId"] == ""
+    world = {"gce": World(disks={name: {"zone": "europe-west4-a", "sizeGb": 250, "type": "pd-balanced",
+                                        "users": []}})}
+    assert run_stack("gce-t4", world=world).one(DISK).options["importId"] == ""
 
 
 @pytest.mark.parametrize("change,key,fix", [
@@ -85,13 +92,13 @@ def test_a_disk_of_another_zone_is_not_this_stacks(run_stack):
     ({"type": "pd-ssd"}, "dataDiskType", "pulumi config set gemma4-t4:dataDiskType pd-ssd"),
 ])
 def test_a_config_that_would_replace_the_retained_disk_is_refused(refused_stack, change, key, fix):
-    error, _ = refused_stack("gce-t4", cloud=_cloud(stack_resource_name("gemma4-t4", "gce-t4", "data"), **change))
+    error, _ = refused_stack("gce-t4", world=_cloud(stack_resource_name("gemma4-t4", "gce-t4", "data"), **change))
     assert error.key == f"gemma4-t4:{key}" and error.fix == fix
 
 
 def test_a_bigger_config_grows_the_adopted_disk(run_stack):
     name = stack_resource_name("gemma4-t4", "gce-t4", "data")
-    disk = run_stack("gce-t4", "dataDiskSizeGb=300", cloud=_cloud(name)).one(DISK)
+    disk = run_stack("gce-t4", "dataDiskSizeGb=300", world=_cloud(name)).one(DISK)
     assert disk.options["importId"] and disk.inputs["size"] == 300.0
 
 

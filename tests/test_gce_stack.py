@@ -8,15 +8,15 @@ import pytest
 import yaml
 from conftest import REPO, require_tool, run
 
-from components import guest as render
 from gemma4_t4 import catalog
+from gemma4_t4.components import guest as render
 
 pytestmark = pytest.mark.components
 
 INSTANCE = "gcp:compute/instance:Instance"
 DISK = "gcp:compute/disk:Disk"
 FIREWALL = "gcp:compute/firewall:Firewall"
-COMPONENT = "gemma4-t4:gce:T4Server"
+COMPONENT = "gemma4-t4:index:GceT4Server"
 
 
 def test_vm_is_an_n1_standard_2_with_one_t4_that_terminates_on_maintenance(run_stack):
@@ -160,12 +160,14 @@ def test_the_clamp_source_ships_with_the_guest(run_stack):
     assert "vllm.general_plugins" in _guest_file(plan, f"{render.CLAMP_SRC}/pyproject.toml")
 
 
-def test_stack_files_hold_only_what_differs_from_the_defaults():
-    from components.config import project_config
+def test_stack_files_hold_only_what_differs_from_the_defaults_and_are_the_packaged_presets():
+    from gemma4_t4 import clouds, project_file
 
-    defaults = {key: spec["default"] for key, spec in project_config().items()}
-    for stack in ("gce-t4", "sagemaker-t4"):
-        config = yaml.safe_load((REPO / f"Pulumi.{stack}.yaml").read_text())["config"]
+    defaults = {key: spec["default"] for key, spec in project_file.section().items()}
+    for cloud in clouds.CLOUDS.values():
+        config = yaml.safe_load((REPO / f"Pulumi.{cloud.stack}.yaml").read_text())["config"]
         ours = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("gemma4-t4:")}
-        assert all(str(value) != str(defaults[key]) for key, value in ours.items()), (stack, ours)
+        assert all(str(value) != str(defaults[key]) for key, value in ours.items()), (cloud.stack, ours)
+        # What `gemma4-t4 plan` uses without a checkout is what the stack file says.
+        assert config == dict(cloud.preset), cloud.stack
     assert yaml.safe_load((REPO / "Pulumi.gce-t4.yaml").read_text())["config"] == {}

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from conftest import REPO, require_tool, run
 
-from components import guest as render
+from gemma4_t4.components import guest as render
 
 pytestmark = pytest.mark.guest
 

@@ -29,8 +29,8 @@ import yaml
 from conftest import REPO
 from guest import fake_nvidia, harness
 
-from components import guest as render
-from components.gce import DATA_DISK_DEVICE_NAME
+from gemma4_t4.components import guest as render
+from gemma4_t4.components.gce import DATA_DISK_DEVICE_NAME
 from gemma4_t4.core import plan as plan_mod
 
 pytestmark = [pytest.mark.guest, pytest.mark.boot]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from components import guest_lock as lock
 from gemma4_t4 import catalog
+from gemma4_t4.components import guest_lock as lock
 
 pytestmark = pytest.mark.guest
 

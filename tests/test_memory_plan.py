@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from components import memory
-from components.model_facts import ModelFacts, from_catalog
 from gemma4_t4 import catalog
 from gemma4_t4.catalog import vllm as engine
+from gemma4_t4.components import memory
+from gemma4_t4.components.model_facts import ModelFacts, from_catalog
 
 pytestmark = pytest.mark.components
 
 E2B = catalog.find_model("google/gemma-4-E2B-it-qat-w4a16-ct")
 
 
-def _seed_plan(model: catalog.Model, weights_gib: float) -> memory.MemoryPlan:
+def _seed_plan(model: catalog.Model, weights_gib: float) -> memory.GpuMemoryPlan:
     seed = engine.SEED_000_E2B_QAT
     return memory.plan_memory(model.hf_id, model.config, int(weights_gib * catalog.GIB), "seed", catalog.TESLA_T4,
                               seed["dtype"], seed["gpu_memory_utilization"], seed["max_model_len"],

@@ -14,7 +14,7 @@ import pytest
 from conftest import REPO, SERVED, free_port, run
 from sagemaker_standin import StandIn
 
-from gemma4_t4.core import ops
+from gemma4_t4 import clouds
 from gemma4_t4.core.targets import HttpTarget, SageMakerTarget, TargetError
 
 pytestmark = pytest.mark.core
@@ -122,9 +122,9 @@ def test_missing_credentials_are_a_clear_error(tmp_path):
 
 def test_no_target_is_a_clear_error():
     with pytest.raises(TargetError, match="--url URL, --stack STACK, or --endpoint"):
-        ops.resolve_target()
+        clouds.resolve_target()
     with pytest.raises(TargetError, match="no `target` output"):
-        ops.target_from_outputs("x", {})
+        clouds.target_from_outputs("x", {})
     both = cli("status", "--url", "http://127.0.0.1:1", "--stack", "gce-t4")
     assert both.returncode == 2 and "not allowed with argument --url" in both.stderr
     stray = cli("status", "--url", "http://127.0.0.1:1", "--region", "us-east-2")
@@ -143,7 +143,7 @@ def test_every_command_follows_the_stacks_port(vllm_server, fake_pulumi):
     assert json.loads(status.stdout)["target"] == "gce:vm" and json.loads(status.stdout)["serving"] is True
     query = cli("query", "hi", "--stack", "gce-t4", "--max-tokens", "4", env=env)
     assert query.returncode == 0 and '"completion_tokens": 4' in query.stderr
-    target = ops.target_from_outputs("gce-t4", {**outputs, "port": 8100})
+    target = clouds.target_from_outputs("gce-t4", {**outputs, "port": 8100})
     assert target.base_url == "http://127.0.0.1:8100" and target.port == 8100
 
 

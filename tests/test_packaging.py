@@ -1,8 +1,10 @@
-"""What `pip install .` puts into someone's site-packages: the one package gemma4_t4, nothing named
-after the project's directories (`cloudinit` is cloud-init's own module name)."""
+"""What `pip install .` puts into someone's site-packages: the one package gemma4_t4 with the components,
+the guest's files and the clamp's source inside it, nothing named after the project's directories
+(`cloudinit` is cloud-init's own module name)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import venv
@@ -27,7 +29,13 @@ def test_installing_the_project_adds_only_gemma4_t4(tmp_path):
     top_level = {p.name for p in site.iterdir() if not p.name.endswith((".dist-info", "__pycache__"))} - before
     assert top_level == {"gemma4_t4"}
     files = {p.relative_to(site / "gemma4_t4").as_posix() for p in (site / "gemma4_t4").rglob("*.py")}
-    assert {"cli/__init__.py", "core/plan.py", "catalog/pins.py", "contract.py"} <= files
+    assert {"cli/__init__.py", "core/plan.py", "catalog/pins.py", "contract.py", "components/gce.py",
+            "components/package.py", "clouds/gce.py", "program.py"} <= files
+    data = {p.relative_to(site / "gemma4_t4").as_posix() for p in (site / "gemma4_t4").rglob("*") if p.is_file()}
+    assert {"cloudinit/bootstrap.sh", "cloudinit/units/gemma4-vllm.service", "cloudinit/locks/vllm-gce.txt",
+            "turing/Dockerfile", "turing/pyproject.toml", "turing/turing_clamp/plugin.py",
+            "components/schema.json"} <= data
+    assert not [name for name in data if name.startswith(("turing/results", "turing/gpu", "cloudinit/__"))]
 
 
 def test_the_console_script_and_module_agree_on_the_version():
@@ -36,3 +44,15 @@ def test_the_console_script_and_module_agree_on_the_version():
     by_module = subprocess.run([sys.executable, "-m", "gemma4_t4", "--version"], capture_output=True, text=True,
                                check=True).stdout
     assert by_script == by_module and by_script.startswith("gemma4-t4 0.")
+
+
+def test_the_listed_packages_are_the_tree():
+    """pyproject.toml lists the packages (the data folders must not be searched): every folder of code is
+    listed, and each listed one exists."""
+    import tomllib
+
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    code = {".".join(Path(folder).relative_to(REPO).parts)
+            for folder, _, names in os.walk(REPO / "gemma4_t4", followlinks=True)  # the links into the package
+            if "__init__.py" in names and "turing" not in Path(folder).parts}
+    assert code | {"gemma4_t4.cloudinit", "gemma4_t4.turing"} == listed

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import REPO
 
+from gemma4_t4 import clouds
 from gemma4_t4.core import capacity, preflight
 
 pytestmark = pytest.mark.core
@@ -114,12 +115,12 @@ G4DN_4 = preflight.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 
 
 def test_needs_are_what_the_program_would_create(run_stack):
     config = {"aws:region": "us-east-2"}
-    gce = preflight.needs_of(run_stack("gce-t4", "tensorParallelSize=4", "zone=us-central1-b"), config)
+    gce = clouds.needs(run_stack("gce-t4", "tensorParallelSize=4", "zone=us-central1-b"), config)
     assert (gce.cloud, gce.region, gce.zone, gce.accelerator, gce.gpus) == (
         "gce", "us-central1", "us-central1-b", "nvidia-tesla-t4", 4)
-    sagemaker = preflight.needs_of(run_stack("sagemaker-t4", "tensorParallelSize=2", "maxInstanceCount=3"), config)
+    sagemaker = clouds.needs(run_stack("sagemaker-t4", "tensorParallelSize=2", "maxInstanceCount=3"), config)
     assert (sagemaker.instance_type, sagemaker.instances, sagemaker.most) == ("ml.g4dn.12xlarge", 1, 3)
-    fixed = preflight.needs_of(run_stack("sagemaker-t4", "instanceCount=2"), config)
+    fixed = clouds.needs(run_stack("sagemaker-t4", "instanceCount=2"), config)
     assert (fixed.instance_type, fixed.instances, fixed.most) == ("ml.g4dn.xlarge", 2, 2)
 
 

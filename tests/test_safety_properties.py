@@ -3,7 +3,7 @@ project, makes the graph tests fail. A property a mutation can remove without a 
 property nothing checks.
 
 Each case copies the project, applies one edit to the source, and runs the components' fast tests
-in the copy (pytest's `pythonpath = .` puts the copy's modules first); the run must fail, and the
+in the copy (PYTHONPATH puts the copy's package first); the run must fail, and the
 unedited copy must pass (so a failure is the mutation's doing, not the copy's).
 """
 
@@ -23,15 +23,15 @@ pytestmark = [pytest.mark.components, pytest.mark.build]
 # (what is guarded, file, the source as it is, the source broken)
 MUTATIONS = [
     ("the data disk outlives the VM", "components/gce.py",
-     "retain_on_delete=args.retain_data_disk", "retain_on_delete=False"),
+     "retain_on_delete=settings.retain_data_disk", "retain_on_delete=False"),
     ("GPU VMs terminate on host maintenance", "components/gce.py",
-     "on_host_maintenance=args.on_host_maintenance", 'on_host_maintenance="MIGRATE"'),
+     "on_host_maintenance=settings.on_host_maintenance.value", 'on_host_maintenance="MIGRATE"'),
     ("only IAP may reach SSH", "components/gce.py",
      "source_ranges=[IAP_SSH_SOURCE_RANGE]", 'source_ranges=["0.0.0.0/0"]'),
     ("vLLM listens on loopback", "components/serving.py",
      '"--host", self.host', '"--host", "0.0.0.0"'),
     ("the endpoint is pinned to the driver-580 host image", "components/sagemaker.py",
-     "inference_ami_version=args.inference_ami_version", "inference_ami_version=None"),
+     "inference_ami_version=settings.inference_ami_version", "inference_ami_version=None"),
     ("the build context bucket is private", "components/image_build.py",
      "block_public_acls=True", "block_public_acls=False"),
     ("the execution role may only pull its own image", "components/sagemaker.py",
@@ -46,10 +46,12 @@ GRAPH_TESTS = ["tests/test_gce_stack.py", "tests/test_sagemaker_stack.py", "test
 @pytest.fixture(scope="module")
 def project_copy(tmp_path_factory) -> Path:
     copy = tmp_path_factory.mktemp("mutant") / "project"
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True, check=True).stdout
     for name in filter(None, files.decode().split("\0")):
-        if (REPO / name).is_file():
-            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        if (REPO / name).is_symlink():  # gemma4_t4/components -> ../components: the package's folders
+            os.symlink(os.readlink(REPO / name), copy / name)
+        elif (REPO / name).is_file():
             shutil.copy2(REPO / name, copy / name)
     return copy
 
@@ -57,7 +59,8 @@ def project_copy(tmp_path_factory) -> Path:
 def _graph_tests(project: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist",
                            "-m", "not (wheels or server or build or image or index or boot)", *GRAPH_TESTS],
-                          cwd=project, capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+                          cwd=project, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(project)})
 
 
 def test_the_unedited_copy_passes(project_copy):

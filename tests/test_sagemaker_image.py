@@ -19,8 +19,8 @@ import sys
 import pytest
 from conftest import REPO, require_tool
 
-from components import image_build
 from gemma4_t4 import catalog
+from gemma4_t4.components import image_build
 
 pytestmark = [pytest.mark.components, pytest.mark.image]
 

@@ -13,9 +13,8 @@ import pytest
 from aws_standin import add_sagemaker_quotas, set_endpoint_status
 from conftest import REPO, run
 
-from gemma4_t4 import catalog
+from gemma4_t4 import catalog, clouds
 from gemma4_t4.core import capacity, preflight
-from gemma4_t4.core import plan as plan_mod
 from gemma4_t4.errors import ConfigError
 
 pytestmark = [pytest.mark.core, pytest.mark.standin]
@@ -44,9 +43,8 @@ def endpoint(moto, name: str, instances: int, instance_type: str = "ml.g4dn.xlar
 
 
 def checks(stack: str = "sagemaker-t4", *overrides: str) -> dict[str, preflight.Check]:
-    config = plan_mod.load_stack_config(stack, list(overrides), REPO)
-    result = plan_mod.run_program(stack, config, project_dir=REPO)
-    return {c.name: c for c in preflight.run(stack, config, result=result)}
+    config, result = clouds.plan_stack(stack, overrides, REPO)
+    return {c.name: c for c in clouds.preflight(stack, config, result)}
 
 
 def test_the_default_quota_counts_when_none_is_applied(aws, monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import sys
 import types
@@ -11,8 +12,8 @@ import pytest
 import yaml
 from conftest import REPO, require_tool, run
 
-from components import image_build
-from gemma4_t4 import catalog
+from gemma4_t4 import catalog, clouds
+from gemma4_t4.components import image_build
 from gemma4_t4.core.plan import SECRET_PLACEHOLDER
 
 pytestmark = pytest.mark.components
@@ -127,7 +128,7 @@ def test_a_changed_clamp_changes_the_tag_and_an_unchanged_one_does_not(tmp_path,
     assert image_build.context_hash(base) == before
     copy = tmp_path / "turing"
     shutil.copytree(REPO / "turing", copy, ignore=shutil.ignore_patterns("results", "__pycache__", "*.egg-info"))
-    monkeypatch.setattr(image_build, "CONTEXT_DIR", copy)
+    monkeypatch.setattr(image_build.guest, "CLAMP_DIR", copy)
     assert image_build.context_hash(base) == before
     (copy / "turing_clamp" / "policy.py").write_text((copy / "turing_clamp" / "policy.py").read_text() + "\n# edit\n")
     assert image_build.context_hash(base) != before
@@ -145,7 +146,6 @@ def test_outputs(run_stack):
 
 
 def test_the_target_carries_the_stacks_aws_profile_to_the_operator_tools(run_stack, monkeypatch, tmp_path):
-    from gemma4_t4.core import ops
     from gemma4_t4.core.targets import TargetError
 
     assert "profile" not in run_stack("sagemaker-t4").outputs["target"]
@@ -157,20 +157,18 @@ def test_the_target_carries_the_stacks_aws_profile_to_the_operator_tools(run_sta
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
     for key in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         monkeypatch.delenv(key, raising=False)
-    target = ops.target_from_outputs("sagemaker-t4", outputs)
+    target = clouds.target_from_outputs("sagemaker-t4", outputs)
     assert target.profile == "ml-team" and target._session.profile_name == "ml-team"
     with pytest.raises(TargetError, match="'nobody-here'"):
-        ops.target_from_outputs("sagemaker-t4", {**outputs, "target": {**outputs["target"], "profile": "nobody-here"}})
+        clouds.target_from_outputs("sagemaker-t4", {**outputs, "target": {**outputs["target"], "profile": "nobody-here"}})
 
 
 def test_hf_token_only_as_a_secret(run_stack, refused_stack, tmp_path):
     error, partial = refused_stack("sagemaker-t4", "hfToken=hf_plain")
     assert error.key == "gemma4-t4:hfToken" and "--secret" in str(error) and partial.resources == []
-    from gemma4_t4.core import plan as plan_mod
-
-    config = plan_mod.load_stack_config("sagemaker-t4", repo=REPO)
+    config = clouds.stack_config("sagemaker-t4", (), REPO)
     config["gemma4-t4:hfToken"] = {"secure": "AAABAGVuY3J5cHRlZA=="}
-    plan = plan_mod.run_program("sagemaker-t4", config, project_dir=REPO)
+    plan = clouds.offline_plan("sagemaker-t4", config)
     # A secret inside makes the whole container a secret, as the engine stores it.
     assert plan.one(MODEL).inputs["primaryContainer"] == SECRET_PLACEHOLDER
     assert "AAABAGVuY3J5cHRlZA" not in json.dumps(plan.as_json())
@@ -256,12 +254,11 @@ def _build_env(plan) -> dict:
     return plan.one(COMMAND, "gemma4-t4-image-codebuild-run").inputs["environment"]
 
 
-def test_build_step_runs_with_the_project_venv_after_the_role_policy(run_stack):
+def test_build_step_runs_with_the_programs_interpreter_after_the_role_policy(run_stack):
     plan = run_stack("sagemaker-t4")
     build = plan.one(COMMAND, "gemma4-t4-image-codebuild-run")
-    assert build.inputs["create"] == ".venv/bin/python -m components.scripts.codebuild_run"
-    project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
-    assert build.inputs["create"].startswith(project["runtime"]["options"]["virtualenv"] + "/bin/python ")
+    # The interpreter running the program has the package, whatever directory the program is in.
+    assert build.inputs["create"] == f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.codebuild_run"
     assert f"{POLICY}::gemma4-t4-image-build-role-policy" in build.options["dependsOn"]
     request = json.loads(_build_env(plan)["GEMMA4_T4_BUILD"])
     policy = plan.find(POLICY, "gemma4-t4-image-build-role-policy")[0].state
@@ -316,7 +313,7 @@ def test_the_next_up_adopts_the_kept_repository(run_stack, monkeypatch):
     """After a destroy kept it, the repository exists but is not in the state: the program imports
     it (a no-op once it is in the state), so its image is found by tag and not rebuilt."""
     looked_up = []
-    monkeypatch.setattr(image_build, "kept_repository_exists", lambda name: looked_up.append(name) or True)
+    monkeypatch.setattr(image_build, "kept_repository_exists", lambda name, invoke: looked_up.append(name) or True)
     plan = run_stack("sagemaker-t4", "keepImages=true")
     assert looked_up == ["gemma4-t4/sagemaker-t4"]
     repo = plan.one("aws:ecr/repository:Repository")
@@ -326,7 +323,7 @@ def test_the_next_up_adopts_the_kept_repository(run_stack, monkeypatch):
 
 
 def test_a_missing_kept_repository_is_created(run_stack, monkeypatch):
-    monkeypatch.setattr(image_build, "kept_repository_exists", lambda name: False)
+    monkeypatch.setattr(image_build, "kept_repository_exists", lambda name, invoke: False)
     repo = run_stack("sagemaker-t4", "keepImages=true").one("aws:ecr/repository:Repository")
     assert repo.inputs["name"] == "gemma4-t4/sagemaker-t4" and repo.options["importId"] == ""
 

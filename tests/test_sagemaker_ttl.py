@@ -11,6 +11,8 @@ import re
 import pytest
 from aws_standin import allows, fire_schedule, set_endpoint_status
 
+from gemma4_t4 import clouds
+
 pytestmark = [pytest.mark.components, pytest.mark.standin]
 
 SCHEDULE = "aws:scheduler/schedule:Schedule"
@@ -145,17 +147,16 @@ def test_after_it_fired_the_stack_still_plans_and_the_endpoint_is_gone(moto, dep
 def test_status_says_when_the_ttl_fires_and_warns_of_a_delete_that_failed(moto, deployed, monkeypatch):
     """The operator's `status --stack` reads the stack's TTL outputs: the deadline, and the
     dead-letter queue, whose messages mean the endpoint was not deleted and still bills."""
-    from gemma4_t4.core import ops
 
     for key, value in moto.env().items():
         monkeypatch.setenv(key, value)
     outputs = {"cloud": "sagemaker", "target": {"endpoint_name": "gemma", "region": "us-east-2"},
                "endpoint_deletes_at": "2026-12-03T18:00:00Z", "ttl_dead_letter_queue_url": deployed["queue_url"]}
-    details = ops.target_from_outputs("sagemaker-t4", outputs).describe()
+    details = clouds.target_from_outputs("sagemaker-t4", outputs).describe()
     assert details["ttl_deletes_at"] == "2026-12-03T18:00:00Z" and details["ttl_failed_deletes"] == 0
     assert "ttl_warning" not in details
 
     set_endpoint_status("gemma", "Updating")
     assert not fire_schedule(moto, deployed["schedule"], endpoint_arn_of, max_attempts=2).delivered
-    details = ops.target_from_outputs("sagemaker-t4", outputs).describe()
+    details = clouds.target_from_outputs("sagemaker-t4", outputs).describe()
     assert details["ttl_failed_deletes"] == 1 and "NOT deleted and bills" in details["ttl_warning"]

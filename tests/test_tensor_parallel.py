@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from conftest import vllm_args
 
-from components import memory
 from gemma4_t4 import catalog
 from gemma4_t4.catalog import vllm as engine
+from gemma4_t4.components import memory
 
 pytestmark = pytest.mark.components
 

@@ -1,10 +1,12 @@
-"""The stack config as typed Args: one pydantic model per component, the keys both share in a base.
+"""The rules every component input follows: one pydantic model per component (its Settings), the
+settings both share in a base. The single source of types, ranges, defaults and cross-checks.
 
-Field names are snake_case; each key is the camelCase alias the user types (`pulumi config set
-gemma4-t4:maxModelLen`). Types, ranges and choices are declared on the fields; the rules that
-need several keys or a cloud fact (gemma4_t4.catalog) are validators that raise ConfigError with
-the key and the fix. The defaults here are the project's: Pulumi.yaml repeats them with each
-key's description, and a test holds the two equal.
+A component's public Args (a TypedDict beside the component, documented field by field, which
+Pulumi's analyzer turns into the package schema) are validated into its Settings; the stack
+program validates its config into the same Settings first. Field names are snake_case; each
+setting's name is the camelCase alias the schema and the stack config use (`maxModelLen`). Rules
+that need several settings or a cloud fact (gemma4_t4.catalog) are validators that raise
+ConfigError with the setting and the fix, as parts each front end renders in its own words.
 """
 
 from __future__ import annotations
@@ -13,13 +15,14 @@ import ipaddress
 import json
 import re
 from datetime import datetime, timedelta
-from typing import Annotated, Any, Literal
+from enum import StrEnum
+from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from gemma4_t4 import catalog
-from gemma4_t4.errors import PROJECT, ConfigError
+from gemma4_t4.errors import ConfigError, Set, Unset
 
 MIN_BOOT_DISK_GB = 32  # the driver, kernel headers and apt cache (seed 000's boot disk)
 MIN_IDLE_STOP_MINUTES = 5
@@ -35,14 +38,41 @@ TTL_PATTERN = re.compile(r"(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?")
 HEALTH_CHECK_RANGE_S = (60, 3600)  # what SageMaker accepts for both timeouts (ProductionVariant API)
 UNPRIVILEGED_PORTS = 1024  # vLLM runs as an unprivileged user on the VM
 AWS_REGION = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d")
+GCE_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+GCE_NAME_MAX = 63
+# The longest suffix a GCE name gets after the prefix ("-data").
+GCE_NAME_SUFFIX_MAX = 5
 
 
-def set_cmd(key: str, value: Any) -> str:
-    """The `pulumi config set` that gives ``key`` ``value``."""
-    if isinstance(value, bool):
-        value = "true" if value else "false"
-    text = str(value) or '""'
-    return f"pulumi config set {PROJECT}:{key} {text}"
+class DType(StrEnum):
+    """vLLM's --dtype. A T4 has no bfloat16: float16 (or float32)."""
+
+    FLOAT16 = "float16"
+    HALF = "half"
+    BFLOAT16 = "bfloat16"
+    FLOAT32 = "float32"
+    AUTO = "auto"
+
+
+class OnHostMaintenance(StrEnum):
+    """What GCE does to the VM during host maintenance; a VM with a GPU must terminate."""
+
+    TERMINATE = "TERMINATE"
+    MIGRATE = "MIGRATE"
+
+
+class TerminationAction(StrEnum):
+    """What GCE does when maxRunHours ends or a SPOT VM is preempted."""
+
+    STOP = "STOP"
+    DELETE = "DELETE"
+
+
+class ScalingMetric(StrEnum):
+    """What the SageMaker autoscaling policy tracks per instance."""
+
+    CONCURRENT_REQUESTS = "concurrentRequests"
+    INVOCATIONS = "invocations"
 
 
 def _flag(value: Any) -> Any:
@@ -83,9 +113,16 @@ def _repo_id(value: Any) -> Any:
     return value
 
 
+def _none_if_empty(value: Any) -> Any:
+    """The stack config's "" for an optional setting left unset."""
+    return None if isinstance(value, str) and not value.strip() else value
+
+
 Flag = Annotated[bool, BeforeValidator(_flag)]
 Labels = Annotated[dict[str, str], BeforeValidator(_json_object)]
 ModelId = Annotated[str, BeforeValidator(_repo_id)]
+
+
 def _served_name(value: Any) -> Any:
     """The name vLLM's OpenAI server answers to: one word (the guest passes it as one argument),
     short enough to stay a name."""
@@ -98,51 +135,52 @@ def _served_name(value: Any) -> Any:
 
 
 ServedName = Annotated[str, BeforeValidator(_served_name)]
-DType = Literal["float16", "half", "bfloat16", "float32", "auto"]
+# A value the component may take as a Pulumi Output (a secret, an id of another resource).
+AnyInput = Any
 
 
-class StackArgs(BaseModel):
-    """The keys both components take: the cloud, the labels, and how vLLM serves the model."""
+class ServingSettings(BaseModel):
+    """What both components take: the labels, the names, and how vLLM serves the model."""
 
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
                               arbitrary_types_allowed=True)
 
-    cloud: Literal["gce", "sagemaker"] = Field(
-        "gce", description="Which component the stack builds: gce (a VM with T4s) or sagemaker (an endpoint)")
-    labels: Labels = Field(
-        default_factory=dict, description="Extra labels (GCE) or tags (AWS) on every resource, besides app=gemma4-t4")
-    model: ModelId = Field(
-        "google/gemma-4-E2B-it-qat-w4a16-ct",
-        description="Hugging Face model id vLLM serves (or an absolute path of a checkpoint on the server); a model "
-                    "the catalog does not know is sized from the Hub")
-    served_model_name: ServedName = Field("", description="The model name requests must use (empty: the model id)")
-    dtype: DType = Field("float16", description="vLLM --dtype; a T4 has no bfloat16, so float16 (or float32)")
-    max_model_len: int = Field(16384, ge=1, description="vLLM --max-model-len: the longest request in tokens")
-    gpu_memory_utilization: float = Field(
-        0.9, gt=0, le=MAX_GPU_MEMORY_UTILIZATION, allow_inf_nan=False,
-        description="vLLM --gpu-memory-utilization: share of the GPU it claims")
-    max_num_seqs: int = Field(8, ge=1, le=catalog.vllm.MAX_NUM_SEQS,
-                              description="vLLM --max-num-seqs: requests served at once")
-    language_model_only: Flag = Field(True, description="vLLM --language-model-only: skip vision and audio towers")
-    tensor_parallel_size: int = Field(
-        1, description="vLLM --tensor-parallel-size: the T4s the model is split over (1, 2 or 4); sets the VM's T4s "
-                       "and shape (GCE) or the instance type (SageMaker)")
-    allow_model_overflow: Flag = Field(
-        False, description="Opt-in: deploy although the memory plan says the model cannot start on the GPU")
-    allow_unsized_model: Flag = Field(
-        False, description="Opt-in: deploy a model the catalog does not know while the Hub cannot be asked")
+    name_prefix: str = ""
+    labels: Labels = Field(default_factory=dict)
+    model: ModelId = "google/gemma-4-E2B-it-qat-w4a16-ct"
+    served_model_name: ServedName = ""
+    dtype: DType = DType.FLOAT16
+    max_model_len: int = Field(16384, ge=1)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=MAX_GPU_MEMORY_UTILIZATION, allow_inf_nan=False)
+    max_num_seqs: int = Field(8, ge=1, le=catalog.vllm.MAX_NUM_SEQS)
+    language_model_only: Flag = True
+    tensor_parallel_size: int = 1
+    allow_model_overflow: Flag = False
+    allow_unsized_model: Flag = False
+    size_from_hub: Flag = False
 
     @field_validator("dtype")
     @classmethod
-    def _dtype(cls, dtype: str) -> str:
-        return "float16" if dtype == "half" else dtype
+    def _dtype(cls, dtype: DType) -> DType:
+        return DType.FLOAT16 if dtype == DType.HALF else dtype
+
+    @field_validator("name_prefix")
+    @classmethod
+    def _name_prefix(cls, prefix: str) -> str:
+        """Physical names start with it (GCE: PREFIX-vm, PREFIX-data; both within GCE's 63 characters)."""
+        longest = GCE_NAME_MAX - GCE_NAME_SUFFIX_MAX
+        if prefix and not (GCE_NAME.fullmatch(prefix) and len(prefix) <= longest):
+            raise ConfigError("namePrefix", f"{prefix!r} is not a name GCE takes: lowercase letters, digits and "
+                              f"dashes, starting with a letter, at most {longest} characters",
+                              Set("namePrefix", gce_name(prefix, longest) or "gemma4"))
+        return prefix
 
     @field_validator("tensor_parallel_size")
     @classmethod
     def _tensor_parallel_size(cls, size: int) -> int:
         if size not in catalog.TENSOR_PARALLEL_SIZES:
             raise ConfigError("tensorParallelSize", f"{size}: vLLM splits the model over 1, 2 or 4 T4s here (GCE's N1 "
-                              "takes 1, 2 or 4 T4s; SageMaker's g4dn carries 1 or 4)", set_cmd("tensorParallelSize", 2))
+                              "takes 1, 2 or 4 T4s; SageMaker's g4dn carries 1 or 4)", Set("tensorParallelSize", 2))
         return size
 
 
@@ -173,7 +211,7 @@ def parse_ttl(raw: str) -> timedelta | None:
     raw = raw.strip()
     if raw in ("", "0"):
         return None
-    fix = f"{set_cmd('endpointTtl', '8h')} (counted from when the endpoint is in service; \"\" for none)"
+    fix = (Set("endpointTtl", "8h"), " (counted from when the endpoint is in service; \"\" for none)")
     match = TTL_PATTERN.fullmatch(raw)
     if not match or not any(match.groupdict().values()):
         try:
@@ -192,36 +230,38 @@ def parse_ttl(raw: str) -> timedelta | None:
     return ttl
 
 
-class GceT4ServerArgs(StackArgs):
+def gce_name(text: str, longest: int = GCE_NAME_MAX) -> str:
+    """TEXT made a GCE resource name: lowercase letters, digits and dashes, a letter first."""
+    name = re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-")
+    if name and not name[:1].isalpha():
+        name = f"g-{name}"
+    return name[:longest].rstrip("-")
+
+
+class GceT4ServerSettings(ServingSettings):
     """Everything GceT4Server is built from."""
 
-    cloud: Literal["gce"] = "gce"
-    zone: str = Field("us-west2-b", description="GCE zone; it must sell T4s (catalog: the accelerator-types list)")
-    machine_type: str = Field("", description="N1 machine type (only N1 takes a T4); empty: n1-standard-2 per T4 "
-                                              "(n1-standard-2, -4 or -8 for tensorParallelSize 1, 2 or 4)")
-    gpu_type: str = Field("nvidia-tesla-t4", description="GCE accelerator type")
-    allow_non_t4_gpu: Flag = Field(False, description="Opt-in: another GPU an N1 VM takes (P4, P100, V100)")
-    on_host_maintenance: Literal["TERMINATE", "MIGRATE"] = Field(
-        "TERMINATE", description="What host maintenance does to the VM; a GPU VM cannot live-migrate")
-    boot_disk_size_gb: int = Field(32, ge=MIN_BOOT_DISK_GB, le=65536, description="Boot disk, GB")
-    boot_disk_type: str = Field("pd-ssd", description="Boot disk type an N1 VM attaches")
-    data_disk_size_gb: int = Field(250, ge=10, le=65536,
-                                   description="Data disk for the model cache, vLLM venv and swapfile, GB")
-    data_disk_type: str = Field("pd-balanced", description="Data disk type an N1 VM attaches")
-    retain_data_disk: Flag = Field(True, description="Keep the data disk (and its bill) after pulumi destroy")
-    swap_size_gb: int = Field(16, ge=0, le=65536,
-                              description="Swapfile on the data disk, GB (vLLM stages weights in RAM)")
-    max_run_hours: int = Field(0, ge=0, le=catalog.GCE_MAX_RUN_DURATION_HOURS,
-                               description="Cost guard: GCE stops the VM after this many hours running (0: off)")
-    spot: Flag = Field(False, description="SPOT provisioning: cheaper, can be preempted")
-    termination_action: Literal["", "STOP", "DELETE"] = Field(
-        "", description="STOP or DELETE when maxRunHours ends or SPOT is preempted (empty: STOP)")
-    idle_stop_minutes: int = Field(0, ge=0, description="Cost guard: the VM stops itself after this long without a "
-                                                        "request (0: off, else at least 5)")
-    host: str = Field("127.0.0.1", description="Address vLLM listens on inside the VM")
-    port: int = Field(8000, ge=1, le=65535, description="vLLM's port, 1024 or above (the tunnel forwards it)")
-    allow_non_loopback_host: Flag = Field(
-        False, description="Opt-in: vLLM on 0.0.0.0 (its OpenAI API has no auth; the firewall admits only IAP SSH)")
+    project: str = ""
+    network: AnyInput = None
+    subnetwork: AnyInput = None
+    zone: str = "us-west2-b"
+    machine_type: str = ""
+    gpu_type: str = "nvidia-tesla-t4"
+    allow_non_t4_gpu: Flag = False
+    on_host_maintenance: OnHostMaintenance = OnHostMaintenance.TERMINATE
+    boot_disk_size_gb: int = Field(32, ge=MIN_BOOT_DISK_GB, le=65536)
+    boot_disk_type: str = "pd-ssd"
+    data_disk_size_gb: int = Field(250, ge=10, le=65536)
+    data_disk_type: str = "pd-balanced"
+    retain_data_disk: Flag = True
+    swap_size_gb: int = Field(16, ge=0, le=65536)
+    max_run_hours: int = Field(0, ge=0, le=catalog.GCE_MAX_RUN_DURATION_HOURS)
+    spot: Flag = False
+    termination_action: Annotated[TerminationAction | None, BeforeValidator(_none_if_empty)] = None
+    idle_stop_minutes: int = Field(0, ge=0)
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    allow_non_loopback_host: Flag = False
 
     @property
     def region(self) -> str:
@@ -242,11 +282,12 @@ class GceT4ServerArgs(StackArgs):
     def _unprivileged_port(cls, port: int) -> int:
         if port < UNPRIVILEGED_PORTS:
             raise ConfigError("port", f"{port} is a privileged port: vLLM runs as an unprivileged user and could not "
-                              "bind it (the idle stop would then count no answer as busy)", set_cmd("port", 8000))
+                              "bind it (the idle stop would then count no answer as busy)", Set("port", 8000))
         return port
 
     @model_validator(mode="after")
-    def _gce_facts(self) -> GceT4ServerArgs:
+    def _gce_facts(self) -> GceT4ServerSettings:
+        self._check_network()
         self._check_gpu_and_shape()
         for key, disk_type, size in (("bootDiskType", self.boot_disk_type, self.boot_disk_size_gb),
                                      ("dataDiskType", self.data_disk_type, self.data_disk_size_gb)):
@@ -256,32 +297,40 @@ class GceT4ServerArgs(StackArgs):
         _check_gce_labels(self.labels)
         return self
 
+    def _check_network(self) -> None:
+        # The VM takes the subnetwork; the IAP SSH firewall rule goes on its network.
+        if (self.network is None) != (self.subnetwork is None):
+            given, missing = ("network", "subnetwork") if self.subnetwork is None else ("subnetwork", "network")
+            raise ConfigError(missing, f"{given} is set without {missing}: an existing network comes with the "
+                              f"subnetwork the VM joins, in the zone's region {self.region}",
+                              (Set(missing), f" (or leave out {given} for a network of the component's own)"))
+
     def _check_gpu_and_shape(self) -> None:
         t4 = self.gpu_type in catalog.GCE_ACCELERATORS
         if not t4 and not self.allow_non_t4_gpu:
             raise ConfigError("gpuType", f"{self.gpu_type!r} is not a Tesla T4, the GPU this project is built and "
-                              "priced for", f"{set_cmd('gpuType', 'nvidia-tesla-t4')}, or opt in with "
-                              f"{set_cmd('allowNonT4Gpu', True)}")
+                              "priced for", (Set("gpuType", "nvidia-tesla-t4"), ", or opt in with ",
+                                             Set("allowNonT4Gpu", True)))
         if not t4 and self.dtype in ("bfloat16", "auto") and self.gpu_type in catalog.NO_BFLOAT16_GPUS:
-            raise ConfigError("dtype", f"{self.dtype!r} needs bfloat16, which {self.gpu_type} (compute capability "
-                              "below 8.0) does not have", set_cmd("dtype", "float16"))
+            raise ConfigError("dtype", f"'{self.dtype}' needs bfloat16, which {self.gpu_type} (compute capability "
+                              "below 8.0) does not have", Set("dtype", "float16"))
         if not t4 and self.gpu_type not in catalog.N1_ATTACHABLE_GPUS:
             family = catalog.GPU_MACHINE_FAMILY.get(self.gpu_type)
             why = f"it comes only on {family} machine types" if family else "it is not one of the GPUs N1 takes"
             raise ConfigError("gpuType", f"an N1 VM cannot attach {self.gpu_type}: {why} "
                               f"(N1 takes {', '.join(sorted(catalog.N1_ATTACHABLE_GPUS))})",
-                              set_cmd("gpuType", "nvidia-tesla-t4"))
+                              Set("gpuType", "nvidia-tesla-t4"))
         zone_region = self.zone.rsplit("-", 1)
         if len(zone_region) != 2 or len(zone_region[1]) != 1 or not zone_region[1].isalpha():
             raise ConfigError("zone", f"{self.zone!r} is not a GCE zone (REGION-LETTER, e.g. us-west2-b)",
-                              set_cmd("zone", "us-west2-b"))
+                              Set("zone", "us-west2-b"))
         if t4 and self.zone not in catalog.GCE_T4_ZONES:
             same_region = sorted(z for z in catalog.GCE_T4_ZONES if catalog.region_of(z) == self.region)
             where = (f"in {self.region}: {', '.join(same_region)}" if same_region
                      else f"in no zone of {self.region}; e.g. us-west2-b, us-central1-a")
             raise ConfigError("zone", f"{self.zone} does not sell T4s (GCE would reject the VM after the data disk "
                               f"exists); T4s are sold {where}",
-                              set_cmd("zone", same_region[0] if same_region else "us-west2-b"))
+                              Set("zone", same_region[0] if same_region else "us-west2-b"))
         shape = catalog.N1_SHAPES.get(self.machine_type)
         if shape is None:
             family = self.machine_type.split("-")[0]
@@ -293,7 +342,7 @@ class GceT4ServerArgs(StackArgs):
                 why = "is not an N1 shape GCE offers"
             else:
                 why = "cannot attach a GPU: only N1 machine types take a T4"
-            raise ConfigError("machineType", f"{self.machine_type} {why}", set_cmd("machineType", "n1-standard-2"))
+            raise ConfigError("machineType", f"{self.machine_type} {why}", Set("machineType", "n1-standard-2"))
         if t4 and self.gpu_count not in shape.t4_counts():
             counts = shape.t4_counts()
             pick = catalog.n1_standard_for(self.gpu_count)
@@ -302,23 +351,23 @@ class GceT4ServerArgs(StackArgs):
                 "machineType", f"{self.machine_type} takes {' or '.join(map(str, counts)) or 'no'} T4s, and "
                 f"tensorParallelSize {self.tensor_parallel_size} needs {self.gpu_count} (GCE: a VM with "
                 f"{self.gpu_count} T4{'s' * (self.gpu_count > 1)} has at most {vcpus} vCPUs and {memory} GB)",
-                f"{set_cmd('machineType', pick)} (or `pulumi config rm {PROJECT}:machineType`, which picks it)")
+                (Set("machineType", pick), " (or ", Unset("machineType"), ", which picks it)"))
         if self.on_host_maintenance != "TERMINATE":
-            raise ConfigError("onHostMaintenance", f"{self.on_host_maintenance!r} is refused by GCE for a VM with a "
+            raise ConfigError("onHostMaintenance", f"'{self.on_host_maintenance}' is refused by GCE for a VM with a "
                               "GPU (\"Instances with guest accelerators do not support live migration\")",
-                              set_cmd("onHostMaintenance", "TERMINATE"))
+                              Set("onHostMaintenance", "TERMINATE"))
 
     def _check_scheduling(self) -> None:
         if self.termination_action and not (self.spot or self.max_run_hours):
             raise ConfigError("terminationAction", f"{self.termination_action} applies only to a SPOT VM or one with "
                               "maxRunHours; GCE refuses a termination action on a standard VM without a run limit",
-                              f"pulumi config rm {PROJECT}:terminationAction (or {set_cmd('maxRunHours', 8)})")
+                              (Unset("terminationAction"), " (or ", Set("maxRunHours", 8), ")"))
         if self.spot and self.max_run_hours and not self.termination_action:
             raise ConfigError("terminationAction", "a SPOT VM with maxRunHours needs an explicit termination action",
-                              f"{set_cmd('terminationAction', 'STOP')} (the data disk stays either way)")
+                              (Set("terminationAction", "STOP"), " (the data disk stays either way)"))
         if 0 < self.idle_stop_minutes < MIN_IDLE_STOP_MINUTES:
             raise ConfigError("idleStopMinutes", f"{self.idle_stop_minutes} min would stop a VM between two requests",
-                              f"{set_cmd('idleStopMinutes', MIN_IDLE_STOP_MINUTES)} (or 0 for off)")
+                              (Set("idleStopMinutes", MIN_IDLE_STOP_MINUTES), " (or 0 for off)"))
 
     def _check_listener(self) -> None:
         # The IAP tunnel (connect_command) and the idle stop both reach vLLM at 127.0.0.1:PORT.
@@ -327,20 +376,20 @@ class GceT4ServerArgs(StackArgs):
         except ValueError:
             raise ConfigError("host", f"{self.host!r} is not an IP address (a name such as localhost may resolve "
                               "to ::1, which the tunnel and the idle stop do not reach)",
-                              set_cmd("host", "127.0.0.1")) from None
+                              Set("host", "127.0.0.1")) from None
         if str(address) == "127.0.0.1":
             return
         if address.is_loopback:
             raise ConfigError("host", f"vLLM on {self.host} is not reached by the tunnel or the idle stop, which "
                               "use 127.0.0.1 (the idle stop counts no answer as busy: the VM would never stop)",
-                              set_cmd("host", "127.0.0.1"))
+                              Set("host", "127.0.0.1"))
         if not self.allow_non_loopback_host:
             raise ConfigError(
                 "host", f"vLLM would listen on {self.host}, reachable beyond the VM: the OpenAI API has no auth",
-                f"keep 127.0.0.1 and use the IAP tunnel, or opt in with {set_cmd('allowNonLoopbackHost', True)}")
+                ("keep 127.0.0.1 and use the IAP tunnel, or opt in with ", Set("allowNonLoopbackHost", True)))
         if str(address) != "0.0.0.0":
             raise ConfigError("host", f"vLLM on {self.host} only is not reached by the tunnel or the idle stop, which "
-                              "use 127.0.0.1", f"{set_cmd('host', '0.0.0.0')} (with allowNonLoopbackHost)")
+                              "use 127.0.0.1", (Set("host", "0.0.0.0"), " (with allowNonLoopbackHost)"))
 
 
 def _check_n1_disk(key: str, disk_type: str, size_gb: int) -> None:
@@ -350,10 +399,10 @@ def _check_n1_disk(key: str, disk_type: str, size_gb: int) -> None:
         why = ("exists, but an N1 VM cannot attach it" if disk_type in catalog.NOT_ON_N1_DISK_TYPES
                else "is not a persistent disk type")
         raise ConfigError(key, f"{disk_type!r} {why} (N1 takes {', '.join(sorted(catalog.N1_DISK_TYPES))})",
-                          set_cmd(key, "pd-balanced"))
+                          Set(key, "pd-balanced"))
     if not limits.min_gb <= size_gb <= limits.max_gb:
         raise ConfigError(size_key, f"{size_gb} GB is outside {disk_type}'s {limits.min_gb}-{limits.max_gb} GB",
-                          set_cmd(size_key, min(max(size_gb, limits.min_gb), limits.max_gb)))
+                          Set(size_key, min(max(size_gb, limits.min_gb), limits.max_gb)))
 
 
 def _gce_label(text: str, key: bool = False) -> str:
@@ -369,9 +418,9 @@ def _check_gce_labels(labels: dict[str, str]) -> None:
     user_max = catalog.GCE_MAX_LABELS - 1  # app=gemma4-t4 is always there
     if len(labels) > user_max:
         raise ConfigError("labels", f"{len(labels)} labels, and GCE allows {catalog.GCE_MAX_LABELS} per resource "
-                          "including app=gemma4-t4", f"pulumi config rm --path {PROJECT}:labels.NAME (keep {user_max})")
+                          "including app=gemma4-t4", (Unset("labels.NAME"), f" (keep {user_max})"))
     for name, value in labels.items():
-        fix = f"pulumi config set --path {PROJECT}:labels.{_gce_label(name, key=True)} {_gce_label(value) or 'VALUE'}"
+        fix = Set(f"labels.{_gce_label(name, key=True)}", _gce_label(value) or "VALUE")
         if name == "app":
             raise ConfigError("labels", "app is the project's own label (app=gemma4-t4)", "use another label name")
         if not catalog.GCE_LABEL_KEY.fullmatch(name):
@@ -387,9 +436,9 @@ def _check_aws_tags(tags: dict[str, str]) -> None:
     if len(tags) > user_max:
         raise ConfigError("labels", f"{len(tags)} tags, and AWS allows {catalog.AWS_MAX_TAGS} per resource "
                           f"including app=gemma4-t4 and {catalog.SAGEMAKER_STACK_TAG}",
-                          f"pulumi config rm --path {PROJECT}:labels.NAME (keep {user_max})")
+                          (Unset("labels.NAME"), f" (keep {user_max})"))
     for name, value in tags.items():
-        fix = f"pulumi config rm --path {PROJECT}:labels.{name}, then set a tag that follows the rule"
+        fix = (Unset(f"labels.{name}"), ", then set a tag that follows the rule")
         if name.lower().startswith(catalog.AWS_RESERVED_TAG_PREFIX):
             raise ConfigError(f"labels.{name}", "the aws: prefix is reserved for AWS's own tags", fix)
         if name == "app":
@@ -402,39 +451,27 @@ def _check_aws_tags(tags: dict[str, str]) -> None:
                               f"{catalog.AWS_TAG_VALUE_MAX} letters, digits, spaces and _ . : / = + - @", fix)
 
 
-class SageMakerT4EndpointArgs(StackArgs):
+class SageMakerT4EndpointSettings(ServingSettings):
     """Everything SageMakerT4Endpoint is built from."""
 
-    cloud: Literal["sagemaker"] = "sagemaker"
-    region: str = Field(..., description="AWS region (the aws:region key)", exclude=True)
-    instance_type: str = Field(
-        "", description="SageMaker instance type (T4s: ml.g4dn.*); empty: the smallest with tensorParallelSize T4s "
-                        "(ml.g4dn.xlarge, or ml.g4dn.12xlarge for 2 or 4)")
-    instance_count: int = Field(1, ge=1, description="Instances behind the endpoint (with autoscaling: at the start)")
-    min_instance_count: int = Field(0, ge=0, description="Autoscaling: the fewest instances (0: instanceCount); "
-                                                         "needs maxInstanceCount")
-    max_instance_count: int = Field(0, ge=0, description="Autoscaling: the most instances Application Auto Scaling "
-                                                         "may run (0: no autoscaling, instanceCount always)")
-    scaling_metric: Literal["concurrentRequests", "invocations"] = Field(
-        "concurrentRequests", description="Autoscaling: what the policy tracks per instance: concurrentRequests (every "
-                                          "10 s, a request counted until its last token) or invocations (per minute)")
-    scaling_target: float = Field(0.0, ge=0, allow_inf_nan=False,
-                                  description="Autoscaling: the value per instance the policy keeps the metric at "
-                                              "(0: maxNumSeqs concurrent requests, what vLLM serves at once)")
-    allow_non_t4_instance: Flag = Field(False, description="Opt-in: an instance type without a T4")
-    inference_ami_version: str = Field(catalog.PINS["sagemaker.ami"],
-                                       description="SageMaker host image; its driver must run the container's CUDA")
-    base_image: str = Field(catalog.PINS["sagemaker.base_image"],
-                            description="The AWS vLLM container (private ECR) the clamped image is built from")
-    startup_health_check_timeout_seconds: int = Field(
-        900, ge=HEALTH_CHECK_RANGE_S[0], le=HEALTH_CHECK_RANGE_S[1],
-        description="How long SageMaker waits for the container to answer /ping, s")
-    model_data_download_timeout_seconds: int = Field(
-        1800, ge=HEALTH_CHECK_RANGE_S[0], le=HEALTH_CHECK_RANGE_S[1], description="Model download time limit, s")
-    keep_images: Flag = Field(False, description="Keep the ECR repository and its images after pulumi destroy")
-    endpoint_ttl: str = Field("", description="Cost guard: how long the endpoint may stay up once in service "
-                                              "(8h, 90m, 1d12h); EventBridge Scheduler then deletes it")
-    hf_token: Any = Field(None, description="Hugging Face token, only as a secret (pulumi config set --secret)")
+    region: str = ""
+    profile: str = ""
+    execution_role_arn: AnyInput = None
+    image_build_environment: AnyInput = None
+    instance_type: str = ""
+    instance_count: int = Field(1, ge=1)
+    min_instance_count: int = Field(0, ge=0)
+    max_instance_count: int = Field(0, ge=0)
+    scaling_metric: ScalingMetric = ScalingMetric.CONCURRENT_REQUESTS
+    scaling_target: float = Field(0.0, ge=0, allow_inf_nan=False)
+    allow_non_t4_instance: Flag = False
+    inference_ami_version: str = catalog.PINS["sagemaker.ami"]
+    base_image: str = catalog.PINS["sagemaker.base_image"]
+    startup_health_check_timeout_seconds: int = Field(900, ge=HEALTH_CHECK_RANGE_S[0], le=HEALTH_CHECK_RANGE_S[1])
+    model_data_download_timeout_seconds: int = Field(1800, ge=HEALTH_CHECK_RANGE_S[0], le=HEALTH_CHECK_RANGE_S[1])
+    keep_images: Flag = False
+    endpoint_ttl: str = ""
+    hf_token: AnyInput = None
 
     @property
     def gpu(self) -> catalog.Gpu | None:
@@ -466,44 +503,44 @@ class SageMakerT4EndpointArgs(StackArgs):
         return _default_from_tensor_parallel(data, "instanceType", "instance_type", catalog.sagemaker_t4_instance_for)
 
     @model_validator(mode="after")
-    def _aws_facts(self) -> SageMakerT4EndpointArgs:
+    def _aws_facts(self) -> SageMakerT4EndpointSettings:
         pin = catalog.PINS["sagemaker.ami"]
         instance = catalog.SAGEMAKER_INSTANCE_TYPES.get(self.instance_type)
         if instance is None:
             raise ConfigError("instanceType", f"{self.instance_type!r} is not a SageMaker instance type with an "
-                              "NVIDIA GPU", set_cmd("instanceType", "ml.g4dn.xlarge"))
+                              "NVIDIA GPU", Set("instanceType", "ml.g4dn.xlarge"))
         pick = catalog.sagemaker_t4_instance_for(self.tensor_parallel_size)
         if self.gpu is None and not self.allow_non_t4_instance:
             has = f"{instance.gpus} x {instance.gpu}"
             raise ConfigError("instanceType", f"{self.instance_type} carries {has}, not the Tesla T4 this project is "
-                              f"built and priced for", f"{set_cmd('instanceType', pick)}, or opt in with "
-                              f"{set_cmd('allowNonT4Instance', True)}")
+                              "built and priced for", (Set("instanceType", pick), ", or opt in with ",
+                                                       Set("allowNonT4Instance", True)))
         if self.gpu is None and self.dtype in ("bfloat16", "auto") and instance.gpu in catalog.NO_BFLOAT16_GPUS:
-            raise ConfigError("dtype", f"{self.dtype!r} needs bfloat16, which the {instance.gpu} of "
+            raise ConfigError("dtype", f"'{self.dtype}' needs bfloat16, which the {instance.gpu} of "
                               f"{self.instance_type} (compute capability below 8.0) does not have",
-                              set_cmd("dtype", "float16"))
+                              Set("dtype", "float16"))
         if instance.gpus < self.tensor_parallel_size:
             raise ConfigError(
                 "instanceType", f"{self.instance_type} carries {instance.gpus} GPU{'s' * (instance.gpus > 1)}, and "
                 f"tensorParallelSize {self.tensor_parallel_size} splits the model over {self.tensor_parallel_size}",
-                f"{set_cmd('instanceType', pick)} (or `pulumi config rm {PROJECT}:instanceType`, which picks it)")
+                (Set("instanceType", pick), " (or ", Unset("instanceType"), ", which picks it)"))
         image = catalog.ECR_IMAGE.fullmatch(self.base_image)
         if image is None:
             raise ConfigError("baseImage", f"{self.base_image!r} is not a private ECR image "
                               "(ACCOUNT.dkr.ecr.REGION.amazonaws.com/NAME:TAG): SageMaker and the build pull from ECR",
-                              set_cmd("baseImage", catalog.PINS["sagemaker.base_image"]))
+                              Set("baseImage", catalog.PINS["sagemaker.base_image"]))
         host = catalog.SAGEMAKER_AMIS.get(self.inference_ami_version)
         if host is None:
             raise ConfigError("inferenceAmiVersion", f"unknown host image {self.inference_ami_version!r} "
                               f"(known: {', '.join(sorted(catalog.SAGEMAKER_AMIS))})",
-                              set_cmd("inferenceAmiVersion", pin))
+                              Set("inferenceAmiVersion", pin))
         needed = catalog.cuda_required_by_image(self.base_image)
         if needed is not None and host.cuda < needed:
             raise ConfigError(
                 "inferenceAmiVersion",
                 f"{self.inference_ami_version} has driver {host.driver_branch} (CUDA {host.cuda[0]}.{host.cuda[1]}), "
                 f"but the image needs CUDA {needed[0]}.{needed[1]}: the endpoint would fail with "
-                "CannotStartContainerError and no logs", set_cmd("inferenceAmiVersion", pin))
+                "CannotStartContainerError and no logs", Set("inferenceAmiVersion", pin))
         self.ttl()
         self._check_autoscaling()
         _check_aws_tags(self.labels)
@@ -516,28 +553,27 @@ class SageMakerT4EndpointArgs(StackArgs):
                               ("scalingTarget", "scaling_target")):
                 if getattr(self, name) != defaults[name].default:
                     raise ConfigError(key, "sets autoscaling, which is off without maxInstanceCount",
-                                      f"{set_cmd('maxInstanceCount', max(self.instance_count + 1, 2))} (or "
-                                      f"`pulumi config rm {PROJECT}:{key}`)")
+                                      (Set("maxInstanceCount", max(self.instance_count + 1, 2)), " (or ",
+                                       Unset(key), ")"))
             return
         if self.max_instance_count < self.instance_count:
             raise ConfigError("maxInstanceCount", f"{self.max_instance_count} is below instanceCount "
                               f"{self.instance_count}, the count the endpoint starts with",
-                              set_cmd("maxInstanceCount", self.instance_count))
+                              Set("maxInstanceCount", self.instance_count))
         if self.min_instance_count > self.instance_count:
             raise ConfigError("minInstanceCount", f"{self.min_instance_count} is above instanceCount "
                               f"{self.instance_count}, the count the endpoint starts with",
-                              f"{set_cmd('instanceCount', self.min_instance_count)} (or "
-                              f"{set_cmd('minInstanceCount', self.instance_count)})")
+                              (Set("instanceCount", self.min_instance_count), " (or ",
+                               Set("minInstanceCount", self.instance_count), ")"))
         if self.scaling_metric == "invocations" and not self.scaling_target:
-            track = set_cmd("scalingMetric", "concurrentRequests")
             raise ConfigError("scalingTarget", "invocations needs a target: the invocations per minute one instance "
                               "should serve (it depends on how long your requests take)",
-                              f"{set_cmd('scalingTarget', 'N')}, or track {track} (its target defaults to maxNumSeqs)")
+                              (Set("scalingTarget", "N"), ", or track ", Set("scalingMetric", "concurrentRequests"),
+                               " (its target defaults to maxNumSeqs)"))
 
     @field_validator("region")
     @classmethod
     def _region(cls, region: str) -> str:
-        if not AWS_REGION.fullmatch(region):
-            raise ConfigError("aws:region", f"{region!r} is not an AWS region",
-                              "pulumi config set aws:region us-east-2")
+        if region and not AWS_REGION.fullmatch(region):
+            raise ConfigError("region", f"{region!r} is not an AWS region", Set("region", "us-east-2"))
         return region

@@ -9,7 +9,7 @@ from dataclasses import asdict
 
 from rich.table import Table
 
-from ..core import cost
+from .. import clouds
 from .output import EXIT_OK, EXIT_USAGE, console, fail, print_json
 from .plan import add_config_options
 
@@ -29,7 +29,7 @@ def _usd(value: float | None, unit: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        result = cost.estimate(args.stack, args.config, args.project_dir)
+        result = clouds.estimate(args.stack, args.config, args.project_dir)
     except FileNotFoundError as err:
         return fail("cost", str(err), EXIT_USAGE)
     if args.json:
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     table = Table("", "USD", title=f"stack {result.stack} ({result.cloud})", title_justify="left")
     table.add_row("serving", _usd(result.running_usd_per_hour, "h"))
-    table.add_row("stopped", _usd(result.stopped_usd_per_month, "month") if result.cloud == "gce" else "cannot stop")
+    table.add_row("stopped", _usd(result.stopped_usd_per_month, "month") if result.stoppable else "cannot stop")
     table.add_row("after pulumi destroy", _usd(result.after_destroy_usd_per_month, "month"))
     console.print(table)
     for disk in result.disks:

@@ -1,4 +1,6 @@
-"""`gemma4-t4 plan STACK`: the stack's real Pulumi program, run offline under Pulumi's mocks."""
+"""`gemma4-t4 plan STACK`: the stack's real Pulumi program, run offline under Pulumi's mocks. In a
+gemma4-t4 project the stack's config comes from its Pulumi.yaml and Pulumi.STACK.yaml; anywhere else,
+for gce-t4 and sagemaker-t4, from the installed package's defaults."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from .. import clouds
 from ..core import plan as offline
 from ..errors import ConfigError
 from .output import EXIT_OK, EXIT_USAGE, console, fail, print_json
@@ -28,19 +31,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 def add_config_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="override one key as `pulumi config set` would; a dotted KEY (labels.team=ml) as `--path`")
-    p.add_argument("--project-dir", type=Path, help="the Pulumi project (default: found from the working directory)")
+    p.add_argument("--project-dir", type=Path, help="the Pulumi project (default: found from the working directory; "
+                                                    "none: the package's own gce-t4 and sagemaker-t4)")
 
 
-def load(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
-    """The project and the stack's config, as `pulumi up` would see it; exits 2 on an unknown stack."""
-    project = offline.find_project(args.project_dir)
-    return project, offline.load_stack_config(args.stack, args.config, project)
+def load(args: argparse.Namespace) -> tuple[dict[str, Any], offline.Plan]:
+    """The stack's config, as `pulumi up` would see it, and its offline plan. FileNotFoundError: no such stack."""
+    return clouds.plan_stack(args.stack, args.config, args.project_dir)
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        project, config = load(args)
-        result = offline.run_program(args.stack, config, project_dir=project)
+        _, result = load(args)
     except FileNotFoundError as err:
         return fail("plan", str(err), EXIT_USAGE)
     if args.user_data:

@@ -11,7 +11,8 @@ from dataclasses import asdict
 from rich.table import Table
 from rich.text import Text
 
-from ..core import capacity, preflight
+from .. import clouds
+from ..core import capacity
 from ..core import plan as offline
 from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, console, fail, print_json
 from .plan import add_config_options, load
@@ -33,18 +34,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        project, config = load(args)
-    except FileNotFoundError as err:
-        return fail("preflight", str(err), EXIT_USAGE)
     if args.regions and not args.all_regions:
         return fail("preflight", "--regions goes with --all-regions", EXIT_USAGE)
     # The stack's own program refuses a bad config first (exit 2), before any cloud is asked; what
     # it would create is what the checks ask the cloud for.
-    result = offline.run_program(args.stack, config, project_dir=project)
+    try:
+        config, result = load(args)
+    except FileNotFoundError as err:
+        return fail("preflight", str(err), EXIT_USAGE)
+    place = clouds.Place(args.project, args.regions or ())
     if args.all_regions:
-        return _all_regions(args, config, result)
-    checks = preflight.run(args.stack, config, args.project, result)
+        return _all_regions(args, config, result, place)
+    checks = clouds.preflight(args.stack, config, result, place)
     if args.json:
         print_json({"stack": args.stack, "ok": all(c.ok for c in checks), "checks": [asdict(c) for c in checks]})
     else:
@@ -57,20 +58,13 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if all(c.ok for c in checks) else EXIT_FAILED
 
 
-def _all_regions(args: argparse.Namespace, config: dict, result: offline.Plan) -> int:
-    needs = preflight.needs_of(result, config)
-    if needs.cloud == "gce":
-        if args.regions:
-            return fail("preflight", "--regions is for SageMaker: on GCE three calls cover every region", EXIT_USAGE)
-        regions, project_doc, offers = capacity.fetch_gce_regions(preflight.gcp_project(config, args.project),
-                                                                   needs.accelerator)
-        report = capacity.gce_regions(needs, regions, project_doc, offers)
-    else:
-        preflight.aws_region(needs)
-        fetched = capacity.fetch_sagemaker_regions(needs.instance_type, args.stack,
-                                                   capacity.sagemaker_region_names(args.regions),
-                                                   preflight.aws_profile(config))
-        report = capacity.sagemaker_regions(needs, fetched)
+def _all_regions(args: argparse.Namespace, config: dict, result: offline.Plan, place: clouds.Place) -> int:
+    cloud = clouds.plan_cloud(result)
+    if args.regions and cloud.every_region_at_once:
+        return fail("preflight", f"--regions is for SageMaker: on {cloud.name} three calls cover every region",
+                    EXIT_USAGE)
+    needs = clouds.needs(result, config)
+    report = clouds.regions(args.stack, config, result, place)
     if args.json:
         print_json({"stack": args.stack, **asdict(report)})
     else:

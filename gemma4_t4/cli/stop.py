@@ -13,6 +13,7 @@ from dataclasses import asdict
 
 from rich.table import Table
 
+from .. import clouds
 from ..core import lifecycle
 from .output import EXIT_OK, EXIT_USAGE, console, fail, print_json, ticker
 
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
 def act(args: argparse.Namespace, action: Callable[..., lifecycle.LifecycleResult]) -> int:
     name = action.__name__
     try:
-        vm = lifecycle.vm_from_stack(args.stack) if args.stack else lifecycle.Vm(args.project, args.zone,
+        vm = clouds.vm_from_stack(args.stack) if args.stack else lifecycle.Vm(args.project, args.zone,
                                                                                    args.instance)
     except lifecycle.NotStoppable as err:
         return fail(name, str(err), EXIT_USAGE)

@@ -7,7 +7,7 @@ import argparse
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..core import ops
+from .. import clouds
 from ..core.targets import Target
 
 
@@ -37,7 +37,7 @@ def add_model(parser: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def opened(args: argparse.Namespace) -> Iterator[Target]:
-    target = ops.resolve_target(url=args.url, stack=args.stack, endpoint=args.endpoint, region=args.region,
+    target = clouds.resolve_target(url=args.url, stack=args.stack, endpoint=args.endpoint, region=args.region,
                                 endpoint_url=args.endpoint_url)
     try:
         yield target

@@ -12,12 +12,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from .. import catalog
 from ..catalog.gce import GCE_BILLED_WHILE_STOPPED
-from .ops import stack_outputs
 from .targets import TargetError
 
 # Instance.status values (compute v1): TERMINATED is what a stopped VM reports.
@@ -68,17 +66,6 @@ class LifecycleResult:
     # What bills while it runs, on top of the disks: machine and GPUs (catalog list prices).
     running_usd_per_hour: float | None = None
     notes: list[str] = field(default_factory=list)
-
-
-def vm_from_stack(stack: str, project_dir: Path | None = None) -> Vm:
-    """The VM a deployed GCE stack describes (gemma4_t4.contract); a SageMaker stack is refused."""
-    outputs = stack_outputs(stack, cwd=project_dir)
-    cloud, target = outputs.get("cloud"), outputs.get("target")
-    if cloud == "sagemaker":
-        raise NotStoppable(f"stack {stack}: {SAGEMAKER_NOT_STOPPABLE}")
-    if cloud != "gce" or not isinstance(target, dict):
-        raise TargetError(f"stack {stack} has no GCE `target` output: was it deployed with this version of gemma4-t4?")
-    return Vm(target["project"], target["zone"], target["instance"])
 
 
 # --- the API ---------------------------------------------------------------------------------------

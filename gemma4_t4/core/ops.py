@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .targets import GceTarget, HttpTarget, SageMakerTarget, Target, TargetError
+from .targets import Target, TargetError
 
 
 def stack_outputs(stack: str, cwd: Path | None = None) -> dict[str, Any]:
@@ -28,45 +28,6 @@ def stack_outputs(stack: str, cwd: Path | None = None) -> dict[str, Any]:
     if result.returncode != 0:
         raise TargetError(f"pulumi stack output --stack {stack}: {result.stderr.strip()}")
     return json.loads(result.stdout)
-
-
-def target_from_outputs(stack: str, outputs: dict[str, Any]) -> Target:
-    """The target a deployed stack describes through the contract's outputs (gemma4_t4.contract)."""
-    cloud, target = outputs.get("cloud"), outputs.get("target")
-    if not isinstance(target, dict):
-        raise TargetError(f"stack {stack} has no `target` output: was it deployed with this version of gemma4-t4?")
-    if cloud == "sagemaker":
-        return SageMakerTarget(target["endpoint_name"], target["region"], profile=target.get("profile"),
-                               ttl_deletes_at=outputs.get("endpoint_deletes_at"),
-                               ttl_dead_letter_queue_url=outputs.get("ttl_dead_letter_queue_url"))
-    if cloud == "gce":
-        port = int(outputs["port"])
-        return GceTarget(f"http://127.0.0.1:{port}", label=f"gce:{target['instance']}", instance=target["instance"],
-                         zone=target["zone"], project=target["project"], port=port)
-    raise TargetError(f"stack {stack} has cloud {cloud!r}: expected gce or sagemaker")
-
-
-def resolve_target(url: str | None = None, stack: str | None = None, endpoint: str | None = None,
-                   region: str | None = None, endpoint_url: str | None = None,
-                   project_dir: Path | None = None) -> Target:
-    """--url, --endpoint with --region, or --stack (read from `pulumi stack output`, run in
-    ``project_dir`` or here; a GCE stack's tunnel is opened, on the stack's own port)."""
-    if sum(1 for where in (url, stack, endpoint) if where) > 1:
-        raise TargetError("say where once: one of --url, --stack or --endpoint, not several")
-    if region and not endpoint:
-        raise TargetError("--region goes with --endpoint (a stack knows its own region)")
-    if url:
-        return HttpTarget(url)
-    if endpoint:
-        if not region:
-            raise TargetError("--endpoint needs --region")
-        return SageMakerTarget(endpoint, region, endpoint_url=endpoint_url)
-    if stack:
-        target = target_from_outputs(stack, stack_outputs(stack, cwd=project_dir))
-        if isinstance(target, GceTarget):
-            target.open_tunnel()
-        return target
-    raise TargetError("say where: --url URL, --stack STACK, or --endpoint NAME --region REGION")
 
 
 def served_model(target: Target, model: str | None) -> str:

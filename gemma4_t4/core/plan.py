@@ -1,23 +1,25 @@
-"""The offline plan: the real Pulumi program run under Pulumi's mocks, no CLI or cloud needed.
+"""The offline plan: the real stack program (gemma4_t4.program, which the project's __main__.py
+runs) under Pulumi's mocks, no CLI or cloud needed, from a checkout or an installed wheel.
 
 Config is assembled the way the Pulumi CLI would: Pulumi.yaml's defaults, then
 Pulumi.<stack>.yaml, then each override as `pulumi config set [--path]` would apply it.
-Every resource the program registers is recorded with its parent and its inputs as the
-engine sees them (camelCase, numbers as floats).
+Every resource the program registers is recorded with its parent, its inputs as the engine
+sees them (camelCase, numbers as floats) and the aliases it declares.
 
-Lookups the program makes (invokes) are answered from a MockCloud: what already exists in the
-cloud. The offline `plan` command uses an empty one, i.e. it shows a first `pulumi up` in an
-empty project; the retained data disk of an earlier deployment is adopted only by a real `up`,
-which finds it (tests give the mock cloud that disk to show it).
+Lookups the program makes (invokes) are answered by the handlers the caller passes (each cloud's
+stand-in for its provider's functions, given what already exists: gemma4_t4.clouds). The offline
+`plan` command passes an empty world, i.e. it shows a first `pulumi up` in an empty project.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
+import os
 import runpy
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,14 @@ import grpc
 import yaml
 
 from ..errors import PROJECT, ConfigError
+
+PACKAGE_DIR = Path(__file__).parent.parent
+
+
+# The stack program, by module name: run as Pulumi runs a program, never imported by the core.
+PROGRAM = "gemma4_t4.program"
+# A provider function's stand-in: its arguments -> its result (or a ProviderInvokeError).
+Invoke = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 def find_project(start: Path | None = None) -> Path:
@@ -144,7 +154,6 @@ class RegisteredResource:
 @dataclass
 class Plan:
     stack: str
-    project_dir: Path | None = None
     resources: list[RegisteredResource] = field(default_factory=list)
     outputs: dict[str, Any] = field(default_factory=dict)
 
@@ -174,28 +183,6 @@ MOCK_ACCOUNT = "123456789012"
 MOCK_NOW = "2030-01-01T00:00:00Z"
 MOCK_DIGEST = "sha256:" + "0" * 64
 MOCK_GCP_PROJECT = "mock-project"
-
-
-@dataclass
-class MockCloud:
-    """What exists in the cloud before the program runs, as the provider's invokes read it.
-    disks: GCE disk name -> {"zone", "sizeGb", "type", "users": [instance self links], "labels"}."""
-
-    disks: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def get_disk(self, args: dict[str, Any]) -> dict[str, Any]:
-        name, zone = args["name"], args.get("zone")
-        disk = self.disks.get(name)
-        if disk is None or (zone and disk["zone"] != zone):
-            # What pulumi-gcp's getDisk reports for a missing disk (the engine fails the invoke).
-            raise ProviderInvokeError(
-                "invocation of gcp:compute/getDisk:getDisk returned an error: googleapi: Error 404: The resource "
-                f"'projects/{MOCK_GCP_PROJECT}/zones/{zone}/disks/{name}' was not found, notFound")
-        link = f"https://www.googleapis.com/compute/v1/projects/{MOCK_GCP_PROJECT}/zones/{disk['zone']}"
-        return {"id": f"projects/{MOCK_GCP_PROJECT}/zones/{disk['zone']}/disks/{name}", "name": name,
-                "zone": disk["zone"], "project": MOCK_GCP_PROJECT, "size": float(disk["sizeGb"]),
-                "type": f"{link}/diskTypes/{disk['type']}", "users": list(disk.get("users", [])),
-                "selfLink": f"{link}/disks/{name}", "labels": disk.get("labels", {})}
 
 
 class ProviderInvokeError(grpc.RpcError):
@@ -247,12 +234,33 @@ def mock_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> t
     return resource_id, {**computed, **inputs, key: physical}
 
 
+def engine_urn(parent: str, type_: str, name: str) -> str:
+    """A resource's URN as the engine makes it (pulumi/pulumi pkg/resource/urn.go, NewURN from the step
+    generator's generateURN): the parent's whole qualified type, none for the root stack. The mock
+    monitor's own keeps only the parent's last type, which a nested component's children would not match."""
+    import pulumi
+
+    if parent:
+        qualified = parent.split("::")[2]
+        if qualified != ROOT_STACK:
+            type_ = f"{qualified}${type_}"
+    return "urn:pulumi:" + "::".join([pulumi.get_stack(), pulumi.get_project(), type_, name])
+
+
+ROOT_STACK = "pulumi:pulumi:Stack"
+
+
+def _suffix(stack: str, typ: str, logical: str) -> str:
+    """Auto-naming's suffix: random-looking as Pulumi's, but the same each run, so two plans compare."""
+    return hashlib.sha256(f"{stack}|{typ}|{logical}".encode()).hexdigest()[:7]
+
+
 # Pulumi's runtime settings are process-wide: one program at a time, whichever thread asks.
 _PROGRAM_LOCK = threading.Lock()
 
 
 def run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
-                project_dir: Path | None = None, cloud: MockCloud | None = None) -> Plan:
+                invokes: Mapping[str, Invoke] | None = None, program: Callable[[], Any] | None = None) -> Plan:
     """``_run_program`` from any thread, one program at a time, each on an event loop of its own:
     Pulumi's runtime needs a current loop, a front end's worker thread has none, and asking for
     the main thread's implicit one is deprecated (Python 3.12 warns, 3.14 raises)."""
@@ -260,46 +268,47 @@ def run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         try:
-            return _run_program(stack, config, plan, project_dir, cloud)
+            return _run_program(stack, config, plan, invokes or {}, program or _stack_program)
         finally:
             asyncio.set_event_loop(None)
             loop.close()
 
 
-def _run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
-                 project_dir: Path | None = None, cloud: MockCloud | None = None) -> Plan:
-    """Run the Pulumi program under fresh mocks, recording into ``plan``. Raises whatever the
-    program raises (a refused config raises ConfigError); ``plan`` then shows what had been
-    registered by then.
+def _stack_program() -> None:
+    runpy.run_module(PROGRAM, run_name="__main__")
 
-    The program runs as the Pulumi CLI runs it: ``__main__.py`` of the project directory, with
-    that directory first on the module path for the program's own modules (components/)."""
-    import secrets
 
+def _run_program(stack: str, config: dict[str, Any], plan: Plan | None, invokes: Mapping[str, Invoke],
+                 program: Callable[[], Any]) -> Plan:
+    """Run PROGRAM (default: the stack program) under fresh mocks, recording into ``plan``. Raises
+    whatever the program raises (a refused config raises ConfigError); ``plan`` then shows what had
+    been registered by then."""
     import pulumi
     from pulumi.runtime import mocks, rpc, settings
 
-    project = project_dir or find_project()
     record = plan if plan is not None else Plan(stack)
-    record.project_dir = project
     by_urn: dict[str, RegisteredResource] = {}
-    existing = cloud or MockCloud()
 
     class Mocks(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-            return mock_state(args.typ, args.name, args.inputs, secrets.token_hex(4)[:7])
+            return mock_state(args.typ, args.name, args.inputs, _suffix(stack, args.typ, args.name))
 
         def call(self, args: pulumi.runtime.MockCallArgs):
-            if args.token == "gcp:compute/getDisk:getDisk":
-                return existing.get_disk(args.args)
-            return {}
+            # The providers' functions the program may call before anything exists: each one a
+            # stand-in with its source. (Others answer empty, as an unknown token did before the
+            # clouds gave their stand-ins; a component's call to one shows in its test.)
+            handler = invokes.get(args.token)
+            return handler(dict(args.args)) if handler is not None else {}
 
     class RecordingMonitor(mocks.MockMonitor):
+        def make_urn(self, parent: str, type_: str, name: str) -> str:
+            return engine_urn(parent, type_, name)
+
         def RegisterResource(self, request):
             response = super().RegisterResource(request)
             if request.type != "pulumi:pulumi:Stack":
                 registered = self.resources[response.urn]
-                state = {k: _jsonable(v, project) for k, v in registered.state.items()}
+                state = {k: _jsonable(v) for k, v in registered.state.items()}
                 inputs = {k: v for k, v in state.items() if k in _input_keys(request)}
                 resource = RegisteredResource(request.type, request.name, response.urn, _parent(request.parent),
                                               bool(request.custom), inputs, _options(request), state)
@@ -310,7 +319,7 @@ def _run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
         def RegisterResourceOutputs(self, request):
             if request.urn in by_urn:
                 outputs = rpc.deserialize_properties(request.outputs, keep_unknowns=True)
-                by_urn[request.urn].registered_outputs = {k: _jsonable(v, project) for k, v in outputs.items()}
+                by_urn[request.urn].registered_outputs = {k: _jsonable(v) for k, v in outputs.items()}
             return super().RegisterResourceOutputs(request)
 
     settings.reset_options(project=PROJECT, stack=stack, preview=False)
@@ -320,8 +329,7 @@ def _run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
 
     @mocks.test
     def run():
-        # A directory: runpy puts it first on sys.path while __main__.py runs, as Pulumi does.
-        runpy.run_path(str(project), run_name="__main__")
+        program()
         root = settings.get_root_resource()
         assert root is not None and hasattr(root, "outputs"), "the program registered no stack"
         return pulumi.Output.all(**root.outputs).apply(record.outputs.update)
@@ -330,20 +338,21 @@ def _run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
     return record
 
 
-def _jsonable(value: Any, project_dir: Path) -> Any:
-    """Inputs as JSON: assets and archives by what they hold, secrets shown as placeholders."""
+def _jsonable(value: Any) -> Any:
+    """Inputs as JSON: assets and archives by what they hold (a packaged file by its path in the
+    package: turing/Dockerfile), secrets shown as placeholders."""
     import pulumi
 
     if isinstance(value, dict):
         if value.get(_SECRET_SIG) == _SECRET_MARK:
             return SECRET_PLACEHOLDER
-        return {k: _jsonable(v, project_dir) for k, v in value.items()}
+        return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_jsonable(v, project_dir) for v in value]
+        return [_jsonable(v) for v in value]
     if isinstance(value, pulumi.AssetArchive):
-        return {"archive": {k: _jsonable(v, project_dir) for k, v in sorted(value.assets.items())}}
+        return {"archive": {k: _jsonable(v) for k, v in sorted(value.assets.items())}}
     if isinstance(value, pulumi.FileAsset | pulumi.FileArchive):
-        return {"file": str(Path(value.path).resolve().relative_to(project_dir))}
+        return {"file": str(Path(os.path.relpath(value.path, PACKAGE_DIR)))}
     if isinstance(value, pulumi.StringAsset):
         return {"text": value.text}
     return value
@@ -360,7 +369,7 @@ def _urn_label(urn: str) -> str:
 
 
 def _parent(urn: str) -> str | None:
-    if not urn or _urn_label(urn).startswith("pulumi:pulumi:Stack::"):
+    if not urn or _urn_label(urn).startswith(f"{ROOT_STACK}::"):
         return None
     return _urn_label(urn)
 
@@ -373,7 +382,18 @@ def _options(request) -> dict[str, Any]:
         "replaceOnChanges": list(request.replaceOnChanges),
         "dependsOn": sorted(_urn_label(u) for u in request.dependencies),
         "importId": request.importId,
+        "parentUrn": request.parent,
+        # As the SDK sends them (alias specs; the engine turns them into URNs, parents' included).
+        "aliases": [_alias(alias) for alias in request.aliases],
     }
+
+
+def _alias(alias) -> dict[str, Any]:
+    if alias.urn:
+        return {"urn": alias.urn}
+    spec = alias.spec
+    return {key: value for key, value in (("name", spec.name), ("type", spec.type), ("parentUrn", spec.parentUrn),
+                                          ("noParent", spec.noParent)) if value}
 
 
 def _input_keys(request) -> set[str]:

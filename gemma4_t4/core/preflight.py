@@ -1,7 +1,8 @@
 """`gemma4-t4 preflight STACK`: can `pulumi up` work in this account, before it is tried?
 
-What the stack needs is read off its plan (the real program under mocks): the zone, the T4s per
-VM, the instance type, the instances it starts with and the most autoscaling may run.
+What the stack needs is read off its plan (the real program under mocks) by its cloud
+(gemma4_t4.clouds): the zone, the T4s per VM, the instance type, the instances it starts with and
+the most autoscaling may run.
 GCE: the region's NVIDIA_T4_GPUS and the project's GPUS_ALL_REGIONS quota (limit - usage), and
 whether the zone offers the T4 (which zones of the region do). SageMaker: the account's
 "<instance type> for endpoint usage" quota (the applied value, else AWS's default) against the
@@ -14,12 +15,11 @@ fetch functions only call the clouds' own client libraries.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import SAGEMAKER_STACK_TAG
-from . import plan as offline
 from .targets import TargetError, aws_session
 
 
@@ -48,21 +48,6 @@ class Needs:
     instance_type: str = ""  # SageMaker
     instances: int = 1  # SageMaker: what the endpoint starts with
     most: int = 1  # SageMaker: the most autoscaling may run (= instances without it)
-
-
-def needs_of(result: offline.Plan, config: dict[str, Any]) -> Needs:
-    """Read off the stack's plan: the resources as the program registers them."""
-    if result.find("gcp:compute/instance:Instance"):
-        vm = result.one("gcp:compute/instance:Instance").inputs
-        accelerator = vm["guestAccelerators"][0]
-        return Needs("gce", vm["zone"].rsplit("-", 1)[0], zone=vm["zone"], accelerator=accelerator["type"],
-                     gpus=int(accelerator["count"]))
-    variant = result.one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").inputs["productionVariants"][0]
-    instances = int(variant["initialInstanceCount"])
-    scaling = result.find("aws:appautoscaling/target:Target")
-    most = int(scaling[0].inputs["maxCapacity"]) if scaling else instances
-    return Needs("sagemaker", str(config.get("aws:region") or "").strip(), instance_type=variant["instanceType"],
-                 instances=instances, most=most)
 
 
 # --- decisions -----------------------------------------------------------------------------------
@@ -270,14 +255,14 @@ def _instances_in_use(sagemaker, instance_type: str, stack: str) -> tuple[int, i
     return in_use, own, untyped
 
 
-def gcp_project(config: dict[str, Any], project: str | None) -> str:
+def gcp_project(config: Mapping[str, Any], project: str | None) -> str:
     project = project or config.get("gcp:project")
     if not project:
         raise PreflightError("no GCP project: pulumi config set gcp:project PROJECT (or --project)")
     return str(project)
 
 
-def aws_profile(config: dict[str, Any]) -> str | None:
+def aws_profile(config: Mapping[str, Any]) -> str | None:
     """The stack's aws:profile: the Pulumi AWS provider's credentials, so the checks ask the
     account `pulumi up` makes the endpoint in."""
     return str(config["aws:profile"]) if config.get("aws:profile") else None
@@ -287,17 +272,3 @@ def aws_region(needs: Needs) -> str:
     if not needs.region:
         raise PreflightError("no AWS region: pulumi config set aws:region us-east-2")
     return needs.region
-
-
-def run(stack: str, config: dict[str, Any], project: str | None = None,
-        result: offline.Plan | None = None) -> list[Check]:
-    """The checks for STACK, with its config as the plan assembles it (``result``: the plan of that
-    config, run here if not given)."""
-    needs = needs_of(result or offline.run_program(stack, config), config)
-    if needs.cloud == "gce":
-        region_doc, project_doc, offering = fetch_gce(gcp_project(config, project), needs.region, needs.accelerator)
-        return gce_checks(needs.region, needs.zone, needs.accelerator, needs.gpus, region_doc, project_doc, offering)
-    region = aws_region(needs)
-    quota, in_use, own, untyped = fetch_sagemaker(region, needs.instance_type, stack, aws_profile(config))
-    return sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use, own,
-                            needs.most if needs.most > needs.instances else None, untyped)

@@ -26,11 +26,10 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from .. import __version__, catalog
+from .. import __version__, catalog, clouds
 from ..core import bench as core_bench
 from ..core import charts, fit, lifecycle, ops, preflight
 from ..core import cost as cost_core
-from ..core import plan as offline
 from ..core.targets import Target, TargetError
 from ..errors import ConfigError
 
@@ -130,8 +129,8 @@ class Server:
         self.compute_endpoint = compute_endpoint
 
     def _target(self, url: str | None, stack: str | None, endpoint: str | None, region: str | None) -> Target:
-        return ops.resolve_target(url=url, stack=stack, endpoint=endpoint, region=region,
-                                  endpoint_url=self.sagemaker_endpoint_url, project_dir=self.project_dir)
+        return clouds.resolve_target(url=url, stack=stack, endpoint=endpoint, region=region,
+                                     endpoint_url=self.sagemaker_endpoint_url, project_dir=self.project_dir)
 
     def _with_target(self, where: tuple[str | None, ...], use: Callable[[Target], T]) -> Callable[[], T]:
         def call() -> T:
@@ -147,7 +146,7 @@ class Server:
         if bool(stack) == bool(instance):
             raise TargetError("say which VM: --stack STACK, or --instance NAME --zone ZONE --project PROJECT")
         if stack:
-            return lifecycle.vm_from_stack(stack, self.project_dir)
+            return clouds.vm_from_stack(stack, self.project_dir)
         if not (zone and project):
             raise TargetError("--instance needs --zone and --project")
         return lifecycle.Vm(project, zone, instance or "")
@@ -162,9 +161,7 @@ class Server:
             the outputs and the cost per hour. A bad config is refused with the key and the fix."""
 
             def run() -> dict[str, Any]:
-                project = offline.find_project(server.project_dir)
-                config_ = offline.load_stack_config(stack, config or [], project)
-                return offline.run_program(stack, config_, project_dir=project).as_json()
+                return clouds.plan_stack(stack, config or [], server.project_dir)[1].as_json()
 
             return await _in_thread(run)
 
@@ -172,7 +169,7 @@ class Server:
         async def cost(stack: Stack, config: Overrides | None = None) -> cost_core.CostEstimate:
             """What the stack costs at catalog list prices: per hour serving, per month with its VM
             stopped (GCE: the disks), per month after `pulumi destroy`."""
-            return await _in_thread(lambda: cost_core.estimate(stack, config or [], server.project_dir))
+            return await _in_thread(lambda: clouds.estimate(stack, config or [], server.project_dir))
 
         @mcp.tool(name="preflight", annotations=_looks(open_world=True), meta=_meta())
         async def preflight_(stack: Stack, config: Overrides | None = None,
@@ -182,10 +179,8 @@ class Server:
             each with the exact fix. Uses the cloud credentials of the user running this server."""
 
             def run() -> PreflightReport:
-                root = offline.find_project(server.project_dir)
-                config_ = offline.load_stack_config(stack, config or [], root)
-                offline.run_program(stack, config_, project_dir=root)  # a bad config is refused first
-                checks = preflight.run(stack, config_, project)
+                config_, result = clouds.plan_stack(stack, config or [], server.project_dir)  # a bad config first
+                checks = clouds.preflight(stack, config_, result, clouds.Place(project))
                 return PreflightReport(stack=stack, ok=all(c.ok for c in checks), checks=checks)
 
             return await _in_thread(run)

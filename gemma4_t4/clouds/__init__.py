@@ -1,0 +1,143 @@
+"""The cloud seam: every cloud this project deploys to is one registered object (clouds/gce.py,
+clouds/sagemaker.py). The stack program, the offline plan and the operator's front ends (CLI, MCP
+server) ask the registry; a third cloud is one more module registered here, its component, its
+settings, and its stack file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..core import lifecycle
+from ..core import plan as offline
+from ..core.capacity import RegionsReport
+from ..core.cost import CostEstimate
+from ..core.ops import stack_outputs
+from ..core.preflight import Check, Needs
+from ..core.targets import GceTarget, HttpTarget, SageMakerTarget, Target, TargetError
+from ..errors import PROJECT
+from .base import Cloud, Place, outputs_cloud
+from .gce import GCE
+from .sagemaker import SAGEMAKER
+from .stack_config import all_keys, config_keys, stack_defaults
+
+CLOUDS: dict[str, Cloud] = {cloud.name: cloud for cloud in (GCE, SAGEMAKER)}
+
+
+def cloud_of_stack(stack: str) -> Cloud | None:
+    """The cloud whose shipped stack this is (gce-t4, sagemaker-t4), if any."""
+    return next((cloud for cloud in CLOUDS.values() if cloud.stack == stack), None)
+
+
+# --- the stack's config, from a project or from the package -------------------------------------
+
+
+def stack_config(stack: str, overrides: Sequence[str] = (), project_dir: Path | None = None) -> dict[str, Any]:
+    """{fully-qualified key: value} for STACK, as `pulumi up` would see it: from the gemma4-t4 project at or
+    above PROJECT_DIR (default: the working directory), else, for the stacks this project ships, from
+    the installed package (Pulumi.yaml's defaults and the stack file's preset), so the plan needs no
+    checkout."""
+    try:
+        return offline.load_stack_config(stack, overrides, offline.find_project(project_dir))
+    except FileNotFoundError:
+        if project_dir is not None or (shipped := cloud_of_stack(stack)) is None:
+            raise
+    config: dict[str, Any] = {f"{PROJECT}:{key}": value for key, value in stack_defaults(CLOUDS).items()}
+    config.update(shipped.preset)
+    for override in overrides:
+        offline.apply_override(config, override)
+    return config
+
+
+# --- the offline plan -----------------------------------------------------------------------------
+
+
+def offline_plan(stack: str, config: dict[str, Any], world: Mapping[str, Any] | None = None,
+                 plan: offline.Plan | None = None) -> offline.Plan:
+    """The stack program under mocks with CONFIG; WORLD: what already exists, per cloud name (each
+    cloud's own World; default: nothing, a first `pulumi up`)."""
+    invokes: dict[str, offline.Invoke] = {}
+    for cloud in CLOUDS.values():
+        invokes.update(cloud.mock_invokes((world or {}).get(cloud.name)))
+    return offline.run_program(stack, config, plan, invokes)
+
+
+def plan_stack(stack: str, overrides: Sequence[str] = (), project_dir: Path | None = None,
+               world: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], offline.Plan]:
+    """(the stack's config, its offline plan)."""
+    config = stack_config(stack, overrides, project_dir)
+    return config, offline_plan(stack, config, world)
+
+
+def plan_cloud(plan: offline.Plan) -> Cloud:
+    return CLOUDS[plan.outputs["cloud"]]
+
+
+# --- a deployed stack -------------------------------------------------------------------------------
+
+
+def target_from_outputs(stack: str, outputs: Mapping[str, Any]) -> Target:
+    """The target a deployed stack describes through the contract's outputs (gemma4_t4.contract)."""
+    return outputs_cloud(stack, outputs, CLOUDS).target(stack, outputs)
+
+
+def resolve_target(url: str | None = None, stack: str | None = None, endpoint: str | None = None,
+                   region: str | None = None, endpoint_url: str | None = None,
+                   project_dir: Path | None = None) -> Target:
+    """--url, --endpoint with --region, or --stack (read from `pulumi stack output`, run in
+    ``project_dir`` or here; a GCE stack's tunnel is opened, on the stack's own port)."""
+    if sum(1 for where in (url, stack, endpoint) if where) > 1:
+        raise TargetError("say where once: one of --url, --stack or --endpoint, not several")
+    if region and not endpoint:
+        raise TargetError("--region goes with --endpoint (a stack knows its own region)")
+    if url:
+        return HttpTarget(url)
+    if endpoint:
+        if not region:
+            raise TargetError("--endpoint needs --region")
+        return SageMakerTarget(endpoint, region, endpoint_url=endpoint_url)
+    if stack:
+        target = target_from_outputs(stack, stack_outputs(stack, cwd=project_dir))
+        if isinstance(target, GceTarget):
+            target.open_tunnel()
+        return target
+    raise TargetError("say where: --url URL, --stack STACK, or --endpoint NAME --region REGION")
+
+
+def vm_from_stack(stack: str, project_dir: Path | None = None) -> lifecycle.Vm:
+    """The VM a deployed stack describes; a cloud without one is refused (lifecycle.NotStoppable)."""
+    outputs = stack_outputs(stack, cwd=project_dir)
+    return outputs_cloud(stack, outputs, CLOUDS).vm(stack, outputs)
+
+
+# --- before `pulumi up` -------------------------------------------------------------------------------
+
+
+def needs(plan: offline.Plan, config: Mapping[str, Any]) -> Needs:
+    return plan_cloud(plan).needs(plan, config)
+
+
+def preflight(stack: str, config: Mapping[str, Any], plan: offline.Plan, place: Place | None = None) -> list[Check]:
+    cloud = plan_cloud(plan)
+    return cloud.preflight(stack, config, cloud.needs(plan, config), place or Place())
+
+
+def regions(stack: str, config: Mapping[str, Any], plan: offline.Plan, place: Place | None = None) -> RegionsReport:
+    cloud = plan_cloud(plan)
+    return cloud.regions(stack, config, cloud.needs(plan, config), place or Place())
+
+
+def estimate(stack: str, overrides: Sequence[str] = (), project_dir: Path | None = None) -> CostEstimate:
+    """What the stack costs at catalog list prices; a refused config is a ConfigError, as for `plan`."""
+    _, plan = plan_stack(stack, overrides, project_dir)
+    result = CostEstimate.from_outputs(stack, plan.outputs)
+    plan_cloud(plan).cost(plan, result)
+    result.notes.append("catalog list prices (gemma4_t4/catalog): estimates for planning; the bill is the truth")
+    return result
+
+
+__all__ = ["CLOUDS", "Cloud", "Place", "all_keys", "cloud_of_stack", "config_keys", "estimate", "needs",
+           "offline_plan", "plan_stack", "preflight", "regions", "resolve_target", "stack_config",
+           "target_from_outputs", "vm_from_stack"]

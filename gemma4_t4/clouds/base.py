@@ -1,0 +1,114 @@
+"""What a cloud is to this project: one object that says how the stack program builds its component,
+how the operator tools reach what it deployed, and what preflight, cost and stop/start mean there.
+
+The program, the core's front ends (CLI, MCP server) and the offline plan dispatch through the
+registry (gemma4_t4.clouds); nothing else branches on a cloud's name. The component itself is named
+by import path, so the operator commands never import the cloud providers' SDKs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..components.config import ServingSettings
+from ..core import lifecycle
+from ..core.capacity import RegionsReport
+from ..core.cost import CostEstimate
+from ..core.plan import Invoke, Plan
+from ..core.preflight import Check, Needs
+from ..core.targets import Target, TargetError
+
+
+@dataclass(frozen=True)
+class Secret:
+    """A value the stack program must pass as a Pulumi secret (a credential from the stack config)."""
+
+    value: str
+
+
+@dataclass
+class Place:
+    """Where a stack's preflight asks: its project (GCE) and the regions to compare (--all-regions)."""
+
+    project: str | None = None
+    regions: Sequence[str] = field(default_factory=tuple)
+
+
+class Cloud(ABC):
+    """One cloud: its component, its settings, and what each operator command does there."""
+
+    name: ClassVar[str]  # the stack config's `cloud` value, and the contract's `cloud` output
+    title: ClassVar[str]
+    component: ClassVar[str]  # "module:Class" of the Pulumi component
+    args_type: ClassVar[str]  # the component's Args, as a Python program names it
+    settings: ClassVar[type[ServingSettings]]
+    stack: ClassVar[str]  # the stack this project ships for the cloud (Pulumi.<stack>.yaml)
+    preset: ClassVar[Mapping[str, Any]]  # that stack file's config: what differs from Pulumi.yaml's defaults
+    # Settings the stack program takes from the provider's own stack config, e.g. region <- aws:region.
+    provider_keys: ClassVar[Mapping[str, str]] = {}
+    # Whether --all-regions asks every region in a few calls (then --regions has nothing to choose).
+    every_region_at_once: ClassVar[bool] = False
+    # Instead of this cloud's settings that other clouds have, for a refusal's reason.
+    counterparts: ClassVar[Mapping[str, str]] = {}
+
+    # --- the stack program ---------------------------------------------------------------------
+
+    @abstractmethod
+    def name_prefix(self, project: str, stack: str) -> str:
+        """The physical-name prefix the stack program gives its component (the names its stacks have)."""
+
+    def provider_args(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """Args the stack program adds from the provider's stack config (region, credentials); a Secret
+        where the value is a credential."""
+        return {}
+
+    # --- the offline plan ------------------------------------------------------------------------
+
+    def mock_invokes(self, world: Any) -> dict[str, Invoke]:
+        """The provider functions the component calls, answered as the provider would from WORLD (this
+        cloud's entry of the plan's world: what already exists)."""
+        return {}
+
+    # --- what a deployed stack is ------------------------------------------------------------------
+
+    @abstractmethod
+    def target(self, stack: str, outputs: Mapping[str, Any]) -> Target:
+        """How the operator tools reach the server the stack's outputs (gemma4_t4.contract) describe."""
+
+    def vm(self, stack: str, outputs: Mapping[str, Any]) -> lifecycle.Vm:
+        """The VM `stop` and `start` act on; clouds without one refuse."""
+        raise lifecycle.NotStoppable(f"stack {stack}: {self.not_stoppable}")
+
+    not_stoppable: ClassVar[str] = "it has no VM to stop or start"
+
+    # --- before `pulumi up` ----------------------------------------------------------------------
+
+    @abstractmethod
+    def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs:
+        """What the stack's plan would create, as far as quotas and capacity go."""
+
+    @abstractmethod
+    def preflight(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> list[Check]:
+        """The live cloud's quotas and offerings for NEEDS, each with its fix."""
+
+    @abstractmethod
+    def regions(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> RegionsReport:
+        """The same for every region, and the lines that move the stack to the first that works."""
+
+    @abstractmethod
+    def cost(self, plan: Plan, estimate: CostEstimate) -> None:
+        """Fill in what bills beyond the contract's outputs: a stopped state's bill, the disks, notes."""
+
+
+def outputs_cloud(stack: str, outputs: Mapping[str, Any], known: Mapping[str, Cloud]) -> Cloud:
+    """The cloud a deployed stack's outputs name."""
+    if not isinstance(outputs.get("target"), dict):
+        raise TargetError(f"stack {stack} has no `target` output: was it deployed with this version of gemma4-t4?")
+    name = str(outputs.get("cloud"))
+    if name not in known:
+        raise TargetError(f"stack {stack} has cloud {name!r}: expected {' or '.join(known)}")
+    return known[name]
+

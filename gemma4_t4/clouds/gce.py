@@ -1,0 +1,109 @@
+"""GCE: the gce-t4 stack builds GceT4Server; its server is the VM's loopback vLLM, through an IAP tunnel."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ..components.config import GceT4ServerSettings, gce_name
+from ..core import capacity, lifecycle, preflight
+from ..core.capacity import RegionsReport
+from ..core.cost import CostEstimate
+from ..core.plan import MOCK_GCP_PROJECT, Invoke, Plan, ProviderInvokeError
+from ..core.preflight import Check, Needs
+from ..core.targets import GceTarget, Target
+from .base import Cloud, Place
+
+INSTANCE = "gcp:compute/instance:Instance"
+DISK = "gcp:compute/disk:Disk"
+
+
+@dataclass
+class World:
+    """What exists in GCE before the program runs, as the provider's invokes read it.
+    disks: name -> {"zone", "sizeGb", "type", "users": [instance self links], "labels"}."""
+
+    disks: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def get_disk(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        name, zone = args["name"], args.get("zone")
+        disk = self.disks.get(name)
+        if disk is None or (zone and disk["zone"] != zone):
+            # What pulumi-gcp's getDisk reports for a missing disk (the engine fails the invoke).
+            raise ProviderInvokeError(
+                "invocation of gcp:compute/getDisk:getDisk returned an error: googleapi: Error 404: The resource "
+                f"'projects/{MOCK_GCP_PROJECT}/zones/{zone}/disks/{name}' was not found, notFound")
+        link = f"https://www.googleapis.com/compute/v1/projects/{MOCK_GCP_PROJECT}/zones/{disk['zone']}"
+        return {"id": f"projects/{MOCK_GCP_PROJECT}/zones/{disk['zone']}/disks/{name}", "name": name,
+                "zone": disk["zone"], "project": MOCK_GCP_PROJECT, "size": float(disk["sizeGb"]),
+                "type": f"{link}/diskTypes/{disk['type']}", "users": list(disk.get("users", [])),
+                "selfLink": f"{link}/disks/{name}", "labels": disk.get("labels", {})}
+
+
+class Gce(Cloud):
+    name = "gce"
+    title = "Google Compute Engine: an N1 VM with T4s"
+    component = "gemma4_t4.components.gce:GceT4Server"
+    args_type = "GceT4ServerArgs"
+    settings = GceT4ServerSettings
+    stack = "gce-t4"
+    preset: ClassVar[Mapping[str, Any]] = {}
+    every_region_at_once = True  # three calls cover every region: nothing to choose
+    counterparts: ClassVar[Mapping[str, str]] = {
+        "endpointTtl": "maxRunHours (GCE stops the VM) or idleStopMinutes",
+        "instanceType": "machineType",
+        "hfToken": "nothing: the GCE guest passes no token to vLLM (a token in instance metadata is readable by "
+                   "anyone who may view the VM), and Gemma 4 is not gated",
+        **{key: "nothing: a GCE stack is one VM (docs: \"Scaling the GCE stack out\")"
+           for key in ("minInstanceCount", "maxInstanceCount", "scalingMetric", "scalingTarget")},
+    }
+
+    def name_prefix(self, project: str, stack: str) -> str:
+        # PROJECT-STACK: the VM's and the data disk's names since the first release, so a deployed
+        # stack keeps both (and finds its retained disk again).
+        return gce_name(f"{project}-{stack}")
+
+    def mock_invokes(self, world: World | None) -> dict[str, Invoke]:
+        return {"gcp:compute/getDisk:getDisk": (world or World()).get_disk}
+
+    def target(self, stack: str, outputs: Mapping[str, Any]) -> Target:
+        target, port = outputs["target"], int(outputs["port"])
+        return GceTarget(f"http://127.0.0.1:{port}", label=f"gce:{target['instance']}", instance=target["instance"],
+                         zone=target["zone"], project=target["project"], port=port)
+
+    def vm(self, stack: str, outputs: Mapping[str, Any]) -> lifecycle.Vm:
+        target = outputs["target"]
+        return lifecycle.Vm(target["project"], target["zone"], target["instance"])
+
+    def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs:
+        vm = plan.one(INSTANCE).inputs
+        accelerator = vm["guestAccelerators"][0]
+        return Needs(self.name, vm["zone"].rsplit("-", 1)[0], zone=vm["zone"], accelerator=accelerator["type"],
+                     gpus=int(accelerator["count"]))
+
+    def preflight(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> list[Check]:
+        region_doc, project_doc, offering = preflight.fetch_gce(
+            preflight.gcp_project(config, place.project), needs.region, needs.accelerator)
+        return preflight.gce_checks(needs.region, needs.zone, needs.accelerator, needs.gpus, region_doc,
+                                    project_doc, offering)
+
+    def regions(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> RegionsReport:
+        regions, project_doc, offers = capacity.fetch_gce_regions(preflight.gcp_project(config, place.project),
+                                                                   needs.accelerator)
+        return capacity.gce_regions(needs, regions, project_doc, offers)
+
+    def cost(self, plan: Plan, estimate: CostEstimate) -> None:
+        for vm in plan.find(INSTANCE):
+            boot = vm.inputs.get("bootDisk", {}).get("initializeParams", {})
+            estimate.disks.append(lifecycle.disk_bill(f"{vm.name} (boot)", boot["type"], int(boot["size"]),
+                                                      vm.inputs["zone"]))
+        estimate.disks += [lifecycle.disk_bill(d.name, d.inputs["type"], int(d.inputs["size"]), d.inputs["zone"])
+                           for d in plan.find(DISK)]
+        estimate.stoppable = True
+        estimate.stopped_usd_per_month = lifecycle.total_usd_per_month(estimate.disks)
+        estimate.notes.append("`gemma4-t4 stop --stack STACK` ends the machine and GPU bills and keeps both disks; "
+                              "`pulumi destroy` deletes the VM and its boot disk (after_destroy: what still bills)")
+
+
+GCE = Gce()

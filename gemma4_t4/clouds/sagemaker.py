@@ -1,0 +1,122 @@
+"""SageMaker: the sagemaker-t4 stack builds SageMakerT4Endpoint; its server is the endpoint, through
+sagemaker-runtime. The region and the credentials are the AWS provider's (stack config aws:*)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from ..components.config import SageMakerT4EndpointSettings
+from ..core import capacity, preflight
+from ..core.capacity import RegionsReport
+from ..core.cost import CostEstimate
+from ..core.lifecycle import SAGEMAKER_NOT_STOPPABLE
+from ..core.plan import Plan
+from ..core.preflight import Check, Needs
+from ..core.targets import SageMakerTarget, Target
+from ..errors import ConfigError, Set
+from .base import Cloud, Place, Secret
+
+ENDPOINT_CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
+SCALING_TARGET = "aws:appautoscaling/target:Target"
+
+
+def _config_object(config: Mapping[str, Any], key: str) -> Any:
+    """A structured aws:* value (a list or an object), as Pulumi hands it to the program: JSON text."""
+    value = config.get(key)
+    if isinstance(value, str):
+        return json.loads(value) if value.strip() else None
+    return value
+
+
+def build_environment(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The AWS provider's own settings (stack config aws:*) as the environment boto3 reads, so the image
+    build step works in the account the resources are made in. Unset keys are left out: then both fall
+    back to the same default chain (AWS_* variables, ~/.aws)."""
+    env: dict[str, Any] = {}
+    for key, var in (("aws:accessKey", "AWS_ACCESS_KEY_ID"), ("aws:secretKey", "AWS_SECRET_ACCESS_KEY"),
+                     ("aws:token", "AWS_SESSION_TOKEN")):
+        if config.get(key):
+            env[var] = Secret(str(config[key]))
+    for key, var in (("aws:sharedCredentialsFiles", "AWS_SHARED_CREDENTIALS_FILE"),
+                     ("aws:sharedConfigFiles", "AWS_CONFIG_FILE")):
+        if files := _config_object(config, key):
+            env[var] = files[0]
+    # aws:assumeRoles (pulumi-aws 7: a list, assumed in order); aws:assumeRole (older: one object).
+    roles = _config_object(config, "aws:assumeRoles") or (
+        [role] if (role := _config_object(config, "aws:assumeRole")) else [])
+    if roles:
+        env["GEMMA4_T4_ASSUME_ROLES"] = json.dumps(roles)
+    for entry in _config_object(config, "aws:endpoints") or []:
+        for service, url in entry.items():
+            env[f"AWS_ENDPOINT_URL_{service.upper()}"] = url
+    return env
+
+
+class SageMaker(Cloud):
+    name = "sagemaker"
+    title = "Amazon SageMaker: an ml.g4dn endpoint"
+    component = "gemma4_t4.components.sagemaker:SageMakerT4Endpoint"
+    args_type = "SageMakerT4EndpointArgs"
+    settings = SageMakerT4EndpointSettings
+    stack = "sagemaker-t4"
+    preset: ClassVar[Mapping[str, Any]] = {"aws:region": "us-east-2", "gemma4-t4:cloud": "sagemaker",
+                                 "gemma4-t4:maxModelLen": 8192}
+    provider_keys: ClassVar[Mapping[str, str]] = {"region": "aws:region", "profile": "aws:profile"}
+    not_stoppable = SAGEMAKER_NOT_STOPPABLE
+    counterparts: ClassVar[Mapping[str, str]] = {
+        "maxRunHours": "endpointTtl (EventBridge Scheduler deletes the endpoint)",
+        "idleStopMinutes": "endpointTtl (EventBridge Scheduler deletes the endpoint)",
+        "spot": "nothing: SageMaker endpoints have no spot capacity",
+        "machineType": "instanceType",
+    }
+
+    def name_prefix(self, project: str, stack: str) -> str:
+        # The stack: its kept image repository has been gemma4-t4/STACK since the first release.
+        return stack.lower()
+
+    def provider_args(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        region = str(config.get("aws:region") or "").strip()
+        if not region:
+            raise ConfigError("aws:region", "is not set", Set("aws:region", "us-east-2"))
+        args: dict[str, Any] = {"region": region}
+        if config.get("aws:profile"):
+            args["profile"] = str(config["aws:profile"])
+        if env := build_environment(config):
+            args["image_build_environment"] = env
+        return args
+
+    def target(self, stack: str, outputs: Mapping[str, Any]) -> Target:
+        target = outputs["target"]
+        return SageMakerTarget(target["endpoint_name"], target["region"], profile=target.get("profile"),
+                               ttl_deletes_at=outputs.get("endpoint_deletes_at"),
+                               ttl_dead_letter_queue_url=outputs.get("ttl_dead_letter_queue_url"))
+
+    def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs:
+        variant = plan.one(ENDPOINT_CONFIG).inputs["productionVariants"][0]
+        instances = int(variant["initialInstanceCount"])
+        scaling = plan.find(SCALING_TARGET)
+        most = int(scaling[0].inputs["maxCapacity"]) if scaling else instances
+        return Needs(self.name, str(config.get("aws:region") or "").strip(), instance_type=variant["instanceType"],
+                     instances=instances, most=most)
+
+    def preflight(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> list[Check]:
+        region = preflight.aws_region(needs)
+        quota, in_use, own, untyped = preflight.fetch_sagemaker(region, needs.instance_type, stack,
+                                                                preflight.aws_profile(config))
+        return preflight.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use, own,
+                                          needs.most if needs.most > needs.instances else None, untyped)
+
+    def regions(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> RegionsReport:
+        preflight.aws_region(needs)
+        fetched = capacity.fetch_sagemaker_regions(needs.instance_type, stack,
+                                                   capacity.sagemaker_region_names(list(place.regions)),
+                                                   preflight.aws_profile(config))
+        return capacity.sagemaker_regions(needs, fetched)
+
+    def cost(self, plan: Plan, estimate: CostEstimate) -> None:
+        estimate.notes.append(SAGEMAKER_NOT_STOPPABLE)
+
+
+SAGEMAKER = SageMaker()

@@ -1,0 +1,114 @@
+"""An upgrade from 0.2.0 replaces nothing: the components' new type tokens carry aliases to the old ones,
+and what 0.2.0's stack program registered (tests/fixtures/registered-0.2.0.json, recorded by running it
+under the same mocks) is matched by URN or alias, with the inputs that would replace a resource unchanged.
+
+The plan records URNs as the engine makes them (gemma4_t4.core.plan.engine_urn). The aliases the SDK
+sends are specs; the engine turns them into URNs and matches old resources in registration order. ``EngineAliases`` does what pulumi/pulumi's step generator does
+(pkg/resource/deploy/step_generator.go: generateAliases, collapseAliasToUrn, inheritedChildAlias), so
+a child follows its parent's matched alias as it does in a real `pulumi up`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+from conftest import REPO
+
+from gemma4_t4.core.plan import Plan, RegisteredResource
+
+pytestmark = pytest.mark.components
+
+RECORDED = json.loads((REPO / "tests" / "fixtures" / "registered-0.2.0.json").read_text())
+ROOT_STACK = "pulumi:pulumi:Stack"
+
+
+def _parts(urn: str) -> tuple[str, str, str]:
+    """(stack-and-project prefix, qualified type, name)."""
+    head, project, qualified, name = urn.split("::", 3)
+    return f"{head}::{project}", qualified, name
+
+
+class EngineAliases:
+    """The engine's alias generation over one deployment, and what each resource matched."""
+
+    def __init__(self, plan: Plan, olds: set[str]):
+        self.olds, self.matched = olds, {}  # new URN -> the old URN it matched through an alias
+        for resource in plan.resources:  # registration order, as the engine sees the goals
+            urn = resource.urn
+            for candidate in (urn, *self.aliases(resource)):
+                if candidate in olds:
+                    if candidate != urn:
+                        self.matched[urn] = candidate
+                    break
+
+    def _urn(self, prefix: str, name: str, type_: str, parent: str) -> str:
+        qualified = f"{_parts(parent)[1]}${type_}" if parent else type_
+        return f"{prefix}::{qualified}::{name}"
+
+    def _collapse(self, resource: RegisteredResource, alias: dict) -> str:
+        if "urn" in alias:
+            return alias["urn"]
+        parent = resource.options["parentUrn"] if resource.options["parentUrn"] else ""
+        if alias.get("parentUrn"):
+            parent = alias["parentUrn"]
+            parent = self.matched.get(parent, parent)
+        if alias.get("noParent") or _parts(resource.options["parentUrn"] or "a::b::c::d")[1] == ROOT_STACK:
+            parent = ""
+        prefix = _parts(resource.urn)[0]
+        return self._urn(prefix, alias.get("name") or resource.name, alias.get("type") or resource.type, parent)
+
+    def _inherited(self, type_: str, name: str, parent_name: str, parent_alias: str) -> str:
+        prefix, _, alias_parent_name = _parts(parent_alias)
+        if name.startswith(parent_name):
+            name = alias_parent_name + name[len(parent_name):]
+        return f"{prefix}::{_parts(parent_alias)[1]}${type_}::{name}"
+
+    def aliases(self, resource: RegisteredResource) -> list[str]:
+        found = [self._collapse(resource, alias) for alias in resource.options["aliases"]]
+        parent = resource.options["parentUrn"] if resource.options["parentUrn"] else ""
+        if parent in self.matched:
+            parent_alias, parent_name = self.matched[parent], _parts(parent)[2]
+            found.append(self._inherited(resource.type, resource.name, parent_name, parent_alias))
+            for urn in list(found[:len(resource.options["aliases"])]):
+                _, qualified, name = _parts(urn)
+                found.append(self._inherited(qualified.split("$")[-1], name, parent_name, parent_alias))
+        return list(dict.fromkeys(found))
+
+
+@pytest.mark.parametrize("stack", sorted(RECORDED["stacks"]))
+def test_every_resource_of_a_020_stack_is_matched_and_not_replaced(run_stack, stack):
+    recorded = RECORDED["stacks"][stack]
+    olds = {old["urn"]: old for old in recorded["resources"]}
+    plan = run_stack(stack, *recorded["overrides"])
+    engine = EngineAliases(plan, set(olds))
+    found = {engine.matched.get(r.urn, r.urn): r for r in plan.resources}
+    for urn, old in olds.items():
+        new = found.get(urn)
+        assert new is not None, f"{urn} would be deleted and created anew: no resource or alias matches it"
+        if "inputs" in old:
+            kept = {k: new.inputs[k] for k in old["inputs"] if k in new.inputs}
+            for variant in kept.get("productionVariants", []):
+                variant.pop("modelName", None)
+            assert hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest() == old["inputs_sha256"], (
+                f"{new.urn}: {sorted(kept)} changed, which replaces it")
+    assert len(plan.resources) == len(olds), "an upgrade adds or drops resources"
+    assert engine.matched, "the old types are matched through aliases"
+
+
+def test_without_the_aliases_everything_would_be_replaced(run_stack, monkeypatch):
+    """The check above fails where it should: drop the aliases and no resource of 0.2.0 is matched."""
+    from gemma4_t4.components import gce
+
+    monkeypatch.setattr(gce, "with_alias", lambda opts, old_type: opts)
+    recorded = RECORDED["stacks"]["gce-t4"]
+    olds = {old["urn"] for old in recorded["resources"]}
+    plan = run_stack("gce-t4")
+    engine = EngineAliases(plan, olds)
+    assert not engine.matched and not olds & {r.urn for r in plan.resources}
+
+
+def test_the_components_are_registered_under_the_package_tokens(run_stack):
+    types = {r.type for r in run_stack("sagemaker-t4").resources if not r.custom}
+    assert types == {"gemma4-t4:index:SageMakerT4Endpoint", "gemma4-t4:index:TuringImage"}
+    assert {r.type for r in run_stack("gce-t4").resources if not r.custom} == {"gemma4-t4:index:GceT4Server"}
