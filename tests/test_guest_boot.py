@@ -29,9 +29,9 @@ import yaml
 from conftest import REPO
 from guest import fake_nvidia, harness
 
+from gemma4_t4 import clouds
 from gemma4_t4.components import guest as render
 from gemma4_t4.components.gce import DATA_DISK_DEVICE_NAME
-from gemma4_t4.core import plan as plan_mod
 
 pytestmark = [pytest.mark.guest, pytest.mark.boot]
 
@@ -95,7 +95,7 @@ def world(tmp_path_factory, pytestconfig) -> Iterator[dict]:
     report("wheelhouse for the stand-in lock (pip download, or its cache)", time.monotonic() - started)
 
     # The plan's own metadata, from the real program under mocks.
-    plan = plan_mod.run_program("gce-t4", plan_mod.load_stack_config("gce-t4", OVERRIDES, REPO), project_dir=REPO)
+    plan = clouds.offline_plan("gce-t4", clouds.stack_config("gce-t4", OVERRIDES, REPO))
     vm_state = plan.one("gcp:compute/instance:Instance").state
     metadata = vm_state["metadata"]
     guest_env = dict(line.split("=", 1) for line in
