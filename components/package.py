@@ -16,6 +16,7 @@ pulumi.provider (3.272) registers its own copy of google.rpc.Status, which googl
 this module; the operator tools read the committed schema.json instead.
 """
 
+import inspect
 import json
 import sys
 from enum import Enum
@@ -51,6 +52,20 @@ def _jsonable(value: Any) -> Any:
     return value.value if isinstance(value, Enum) else value
 
 
+def _clean_descriptions(node: Any) -> None:
+    """Every description as `inspect.cleandoc` makes it: CPython 3.13 strips a docstring's indentation at
+    compile time and 3.11 does not, so the analyzer's raw class docstrings differ between the two."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "description" and isinstance(value, str):
+                node[key] = inspect.cleandoc(value)
+            else:
+                _clean_descriptions(value)
+    elif isinstance(node, list):
+        for item in node:
+            _clean_descriptions(item)
+
+
 def schema(version: str = __version__) -> dict[str, Any]:
     """The package schema, as the provider serves it and schema.json holds it."""
     analyzer = Analyzer(PROJECT)
@@ -74,6 +89,7 @@ def schema(version: str = __version__) -> dict[str, Any]:
             default = _jsonable(defaults.get(key))
             if isinstance(default, bool | int | float | str) and default != "" and "type" in prop:
                 prop["default"] = default
+    _clean_descriptions(spec)
     return spec
 
 

@@ -35,6 +35,21 @@ def test_the_committed_schema_is_what_the_analyzer_makes_of_the_components():
                                    ".venv/bin/python -m gemma4_t4.components.package > components/schema.json")
 
 
+def test_descriptions_are_the_same_under_every_python():
+    """CPython 3.13 (Debian 13's) strips docstring indentation at compile time, 3.11 does not: a
+    description that kept its source indentation would make the schema differ by interpreter."""
+    def descriptions(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield from [value] if key == "description" and isinstance(value, str) else descriptions(value)
+        elif isinstance(node, list):
+            for item in node:
+                yield from descriptions(item)
+
+    indented = [text for text in descriptions(SCHEMA) if any(line.startswith(" ") for line in text.splitlines())]
+    assert not indented, indented[:2]
+
+
 @pytest.mark.parametrize("component", sorted(TOKENS))
 def test_every_input_and_output_is_documented(component):
     resource = SCHEMA["resources"][TOKENS[component]]
