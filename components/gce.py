@@ -16,6 +16,7 @@ import pulumi_gcp as gcp
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set, fix
 
+from . import provider_answers as answers
 from .base import MemoryPlan, ServingArgs, T4ServingComponent, provider_for, refusals, type_token, with_alias
 from .config import GceT4ServerSettings, OnHostMaintenance, TerminationAction, gce_name, validate
 from .guest import GuestSettings, bootstrap_script, render_user_data
@@ -101,17 +102,25 @@ def default_name_prefix(name: str) -> str:
 
 
 def find_disk(name: str, zone: str, project: str, invoke: pulumi.InvokeOptions) -> dict[str, Any] | None:
-    """The disk NAME in ZONE as the provider reads it, or None if GCE has none (a 404)."""
+    """The disk NAME in ZONE as the provider reads it, or None when the provider answers that there is none.
+    Any other failure (no permission to read disks, a wrong project, an API not enabled) is refused: read as
+    "absent", it would create a second disk under the kept one's name, or fail later with a worse message."""
     try:
         found = gcp.compute.get_disk(name=name, zone=zone, project=project or None, opts=invoke)
     except Exception as error:
-        if "Error 404" in str(error) or "notFound" in str(error):
+        if answers.is_disk_not_found(str(error), zone, name):
             return None
-        raise
+        raise ConfigError("retainDataDisk", f"gemma4-t4 could not read whether the data disk {name} exists in "
+                          f"{zone} (it adopts a retained one): {answers.provider_message(error)}",
+                          fix("let the account `pulumi up` runs as read disks in the project (compute.disks.get, "
+                              "e.g. roles/compute.viewer; gcloud auth application-default login), or set ",
+                              Set("project"), " to the project you mean")) from None
     if not found.id:
-        # The data source's read clears the id of a disk GCE answers 404 for, and older provider
-        # releases hand back that empty result instead of an error.
-        return None
+        # The provider never answers a lookup without an id (a missing disk is the error above); a mock
+        # that answers {} would make every stack look new.
+        raise ConfigError("retainDataDisk", f"{answers.GET_DISK} answered without a disk id for {name} in {zone}",
+                          f"answer a missing disk as the provider does, with the error "
+                          f"'{answers.disk_not_found('PROJECT', zone, name)}' (a Pulumi mock: raise it from call())")
     return {"id": found.id, "size": found.size, "type": found.type, "users": list(found.users or []),
             "labels": dict(found.labels or {})}
 

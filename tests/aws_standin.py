@@ -163,7 +163,9 @@ def add_sagemaker_quotas(monkeypatch, defaults: dict[str, float], applied: dict[
             return original_get(self, service_code, quota_code)
         name = next((n for n, c in codes.items() if c == quota_code), None)
         if name not in applied:
-            raise NoSuchResource()  # what AWS answers for a quota with no applied value
+            # source: Service Quotas API reference, GetServiceQuota errors: NoSuchResourceException (a quota
+            # with no applied value); moto renders it.
+            raise NoSuchResource()
         return {**entries[quota_code], "Value": applied[name]}
 
     monkeypatch.setattr(ServiceQuotasBackend, "list_aws_default_service_quotas", list_defaults)
