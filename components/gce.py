@@ -89,6 +89,9 @@ class GceT4ServerArgs(ServingArgs, total=False):
     """vLLM's port, 1024 or above (the tunnel forwards it)."""
     allow_non_loopback_host: bool
     """Opt-in: vLLM on 0.0.0.0 (its OpenAI API has no auth; the firewall admits only IAP SSH)."""
+    vllm_version: str
+    """The vLLM the VM installs: a clamp-verified version with its lock (0.30.0, which has served Gemma 4 on a T4;
+    or 0.33.0, resolved in CI but not yet run on a T4)."""
 
 
 def gce_resource_name(prefix: str, suffix: str) -> str:
@@ -252,7 +255,7 @@ class GceT4Server(T4ServingComponent):
         serving = plan.serving
         user_data = render_user_data(serving.vllm_args(), GuestSettings(
             DATA_DISK_DEVICE_NAME, settings.swap_size_gb, idle_stop_minutes=settings.idle_stop_minutes,
-            port=serving.port))
+            port=serving.port, vllm_version=settings.vllm_version))
 
         super().__init__(type_token(GceT4Server), name, None, with_alias(opts, LEGACY_TYPE))
         child = pulumi.ResourceOptions(parent=self)

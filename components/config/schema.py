@@ -262,6 +262,7 @@ class GceT4ServerSettings(ServingSettings):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     allow_non_loopback_host: Flag = False
+    vllm_version: str = catalog.PINS["vllm.gce"]
 
     @property
     def region(self) -> str:
@@ -276,6 +277,16 @@ class GceT4ServerSettings(ServingSettings):
     @classmethod
     def _shape_for_the_gpus(cls, data: Any) -> Any:
         return _default_from_tensor_parallel(data, "machineType", "machine_type", catalog.n1_standard_for)
+
+    @field_validator("vllm_version")
+    @classmethod
+    def _locked_vllm(cls, version: str) -> str:
+        if version not in catalog.GCE_VLLM_VERSIONS:
+            known = ", ".join(f"{v} ({why})" for v, why in catalog.GCE_VLLM_VERSIONS.items())
+            raise ConfigError("vllmVersion", f"{version!r} has no lock and no fit results for the Turing clamp; the "
+                              f"guest installs only a locked, clamp-verified vLLM: {known}",
+                              Set("vllmVersion", catalog.PINS["vllm.gce"]))
+        return version
 
     @field_validator("port")
     @classmethod

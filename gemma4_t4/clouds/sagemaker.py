@@ -104,6 +104,8 @@ class SageMaker(Cloud):
         "idleStopMinutes": "endpointTtl (EventBridge Scheduler deletes the endpoint)",
         "spot": "nothing: SageMaker endpoints have no spot capacity",
         "machineType": "instanceType",
+        "vllmVersion": "nothing: the endpoint runs the vLLM of the AWS container it derives from "
+                       "(catalog pin vllm.sagemaker)",
     }
 
     def name_prefix(self, project: str, stack: str) -> str:
