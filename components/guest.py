@@ -29,6 +29,11 @@ UNIT_DIR = "/etc/systemd/system"
 CLAMP_SRC = "/opt/gemma4-t4/turing"
 LOCKS_DIR = GUEST_DIR / "locks"
 VLLM_LOCK = "/opt/gemma4-t4/vllm-lock.txt"
+# Every apt-get on the VM waits for apt's lock instead of failing at once: the Debian 13 image enables
+# unattended-upgrades and apt's timers, and the guest agent's startup-script unit runs
+# Before=apt-daily.service, so they start just as provisioning does (apt.conf(5): DPkg::Lock::Timeout).
+APT_LOCK_CONF = "/etc/apt/apt.conf.d/90gemma4-t4-lock"
+APT_LOCK_TIMEOUT = 'DPkg::Lock::Timeout "1200";\n'
 # The boot test's own settings (tests/test_guest_boot.py writes it); the plan never does.
 TEST_ENV = "/etc/gemma4-t4/test.env"
 PROVISION_UNIT = "gemma4-t4-provision.service"
@@ -129,6 +134,7 @@ def render_user_data(serving_args: list[str], settings: GuestSettings) -> str:
         ]
         + [{"path": path, "permissions": "0644", "content": text} for path, text in _clamp_files()]
         + [{"path": VLLM_LOCK, "permissions": "0644", "content": lock_file(settings.vllm_version).read_text()}]
+        + [{"path": APT_LOCK_CONF, "permissions": "0644", "content": APT_LOCK_TIMEOUT}]
     )
     idle_stop = [IDLE_STOP_TIMER] if settings.idle_stop_minutes else []
     enabled = [PROVISION_UNIT, VLLM_UNIT, *idle_stop]

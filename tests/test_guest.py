@@ -80,6 +80,30 @@ def test_the_boot_tests_setting_is_read_only_from_a_file_the_plan_never_writes()
     assert f"EnvironmentFile=-{render.TEST_ENV}" in _unit_lines("gemma4-vllm.service")
 
 
+def test_every_apt_get_waits_for_apts_lock_and_dpkg_is_recovered_first():
+    """The image's apt timers start with provisioning: an apt-get that fails at once on the lock would
+    log a FAILED step on a healthy first boot; an interrupted dpkg would fail every later apt-get."""
+    files = {f["path"]: f["content"] for f in yaml.safe_load(render.render_user_data(
+        ["--model", "m"], render.GuestSettings("gemma4-data", 16)))["write_files"]}
+    assert files[render.APT_LOCK_CONF] == 'DPkg::Lock::Timeout "1200";\n'
+    provision = (REPO / "cloudinit" / "scripts" / "provision.sh").read_text()
+    assert provision.index('step "dpkg"') < provision.index('step "packages"') < provision.index('step "nvidia driver"')
+    assert "dpkg --configure -a" in provision and "/var/lib/dpkg/updates" in provision
+
+
+def test_the_vm_gets_a_cxx_compiler_and_the_persistence_daemon():
+    provision = (REPO / "cloudinit" / "scripts" / "provision.sh").read_text()
+    assert " g++ " in provision.split("for pkg in", 1)[1].splitlines()[0]
+    driver = (REPO / "cloudinit" / "scripts" / "install-driver.sh").read_text()
+    assert "nvidia-persistenced" in driver and "systemctl enable nvidia-persistenced.service" in driver
+
+
+def test_cloud_init_runs_no_local_stage_on_the_booted_vm():
+    bootstrap = (REPO / "cloudinit" / "bootstrap.sh").read_text()
+    stages = next(line for line in bootstrap.splitlines() if line.startswith("for stage in"))
+    assert "--local" not in stages and '"init"' in stages and '"modules --mode=final"' in stages
+
+
 def test_preflight_refuses_unclamped_or_unfit():
     text = (REPO / "cloudinit" / "scripts" / "preflight.sh").read_text()
     assert '-m turing_clamp check || fail' in text

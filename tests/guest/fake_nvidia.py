@@ -11,6 +11,7 @@ behave like the driver's on a VM with a Tesla T4.
 - nvidia-kernel-open-dkms: the "module" loads at the next boot (a unit marks it loaded, as the
   DKMS-built module would be), never at install time: `modprobe nvidia` finds nothing, so the
   guest takes its reboot path.
+- nvidia-persistenced: a unit that stays active (the daemon's service, enabled by the guest).
 - nvidia-smi answers as a Tesla T4 once the module is loaded; nvidia-modprobe -u creates
   /dev/nvidia-uvm, and like the setuid original it fails unless it runs with root's privileges.
 """
@@ -59,6 +60,21 @@ fi
 mkdir -p {state}
 : > /dev/nvidia-uvm
 echo "uvm loaded by uid $(id -u)" >> {state}/uvm.log
+"""
+
+# source: NVIDIA's Driver Persistence guide (docs.nvidia.com/deploy/driver-persistence: the daemon,
+# nvidia-persistenced, "is intended as a replacement for persistence mode" and runs as a service);
+# the stand-in's unit only stays active, as the daemon does.
+PERSISTENCED_UNIT = """[Unit]
+Description=NVIDIA Persistence Daemon stand-in
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/true
+
+[Install]
+WantedBy=multi-user.target
 """
 
 MODULE_UNIT = """[Unit]
@@ -119,6 +135,8 @@ def build(out: Path, repo_url: str) -> None:
                          files={"/usr/bin/nvidia-smi": (NVIDIA_SMI.format(state=STATE), 0o755)}))
         debs.append(_deb(out, "nvidia-modprobe", version,
                          files={"/usr/bin/nvidia-modprobe": (NVIDIA_MODPROBE.format(state=STATE), 0o755)}))
+        debs.append(_deb(out, "nvidia-persistenced", version,
+                         files={"/usr/lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644)}))
         for name in ("libglx-nvidia0", "libegl-nvidia0", "xserver-xorg-video-nvidia"):
             debs.append(_deb(out, name, version))
     stanzas = []
