@@ -128,6 +128,28 @@ def find_disk(name: str, zone: str, project: str, invoke: pulumi.InvokeOptions) 
             "labels": dict(found.labels or {})}
 
 
+def disk_in_another_zone(name: str, settings: GceT4ServerSettings, invoke: pulumi.InvokeOptions) -> None:
+    """Refuse a zone where this stack's data disk is not, while it is in another T4 zone: the stack moved zone
+    (or was destroyed and comes back elsewhere). A new disk would be made under the same name, and the old
+    one, retained, would bill on unseen. Zones that cannot be read are warned about, not refused: the lookup
+    in the chosen zone already proved the account may read disks."""
+    for other in sorted(z for z in catalog.GCE_T4_ZONES if z != settings.zone):
+        try:
+            disk = find_disk(name, other, settings.project, invoke)
+        except ConfigError as error:
+            pulumi.log.warn(f"could not check {other} for this stack's data disk {name}: {error.problem}")
+            continue
+        if disk is None or disk["labels"].get("app") != APP_LABEL:
+            continue
+        raise ConfigError("zone", f"this stack's data disk {name} (label app={APP_LABEL}, {disk['size']:.0f} GB) is in "
+                          f"{other}: with zone {settings.zone} a second disk would be made, and the one in {other} "
+                          "would be left billing with its data",
+                          fix(Set("zone", other), f", or move the disk first (gcloud compute snapshots create "
+                              f"{name}-move --source-disk {name} --source-disk-zone {other}; gcloud compute disks "
+                              f"create {name} --zone {settings.zone} --source-snapshot {name}-move; then delete the "
+                              f"disk in {other} and the snapshot)"))
+
+
 def adoptable_disk(name: str, settings: GceT4ServerSettings, instance_name: str,
                    invoke: pulumi.InvokeOptions) -> str | None:
     """The id of the retained data disk when it exists (an `up` after the VM was destroyed adopts it, with
@@ -138,6 +160,8 @@ def adoptable_disk(name: str, settings: GceT4ServerSettings, instance_name: str,
     zone = settings.zone
     disk = find_disk(name, zone, settings.project, invoke)
     if disk is None:
+        if settings.retain_data_disk:  # without it, a replaced disk is deleted with its data, not left billing
+            disk_in_another_zone(name, settings, invoke)
         return None
     if disk["labels"].get("app") != APP_LABEL:
         raise ConfigError("retainDataDisk", f"a disk named {name} in {zone} exists but gemma4-t4 did not make it "

@@ -120,6 +120,24 @@ def test_a_disk_of_another_zone_is_not_this_stacks(run_stack):
     assert run_stack("gce-t4", world=world).one(DISK).options["importId"] == ""
 
 
+def test_a_zone_change_that_would_leave_the_disk_billing_is_refused(refused_stack):
+    name = stack_resource_name("gemma4-t4", "gce-t4", "data")
+    world = {"gce": World(disks={name: {"zone": "us-central1-a", "sizeGb": 250, "type": "pd-balanced", "users": [],
+                                        "labels": {"app": "gemma4-t4"}}})}
+    error, partial = refused_stack("gce-t4", world=world)  # the stack's zone: us-west2-b
+    assert error.key == "gemma4-t4:zone" and f"data disk {name}" in error.problem and "billing" in error.problem
+    assert error.fix.startswith("pulumi config set gemma4-t4:zone us-central1-a, or move the disk first")
+    assert partial.resources == [], "no second disk is registered"
+
+
+def test_without_retention_a_zone_change_is_not_refused(run_stack):
+    """retainDataDisk false: the old disk goes with the replacement (nothing is left billing)."""
+    name = stack_resource_name("gemma4-t4", "gce-t4", "data")
+    world = {"gce": World(disks={name: {"zone": "us-central1-a", "sizeGb": 250, "type": "pd-balanced", "users": [],
+                                        "labels": {"app": "gemma4-t4"}}})}
+    assert run_stack("gce-t4", "retainDataDisk=false", world=world).one(DISK).options["importId"] == ""
+
+
 @pytest.mark.parametrize("change,key,fix", [
     ({"sizeGb": 500}, "dataDiskSizeGb", "pulumi config set gemma4-t4:dataDiskSizeGb 500"),
     ({"type": "pd-ssd"}, "dataDiskType", "pulumi config set gemma4-t4:dataDiskType pd-ssd"),
