@@ -91,6 +91,12 @@ def _json_object(value: Any) -> Any:
         except json.JSONDecodeError:
             raise ValueError("expected an object of NAME: VALUE pairs") from None
     if isinstance(value, dict):
+        for key, item in value.items():
+            if item is None:
+                # YAML `team:` or `team: null` is no value at all: json.dumps would send the text "null", and
+                # a component caller's None reaches the provider as None, which GCE refuses at create.
+                raise ConfigError(f"labels.{key}", "has no value (null): a label's value is text, possibly empty",
+                                  Set(f"labels.{key}", "VALUE"))
         return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
     return value
 
