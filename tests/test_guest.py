@@ -260,3 +260,25 @@ def test_preflight_refuses_fewer_gpus_than_tensor_parallel_ranks(tmp_path):
     assert "--tensor-parallel-size 2 but nvidia-smi lists 1 GPU(s)" in two.stderr
     one = run(["bash", str(script)], env={**env, "VLLM_ARGS": "--model m --tensor-parallel-size 1"})
     assert "GPU(s)" not in one.stderr and "GPU: Tesla T4, 7.5" in one.stdout
+
+
+def test_the_boot_tests_leftovers_hold_no_device_nodes_and_a_pass_leaves_none(tmp_path):
+    """A failed boot keeps its evidence without device nodes or the data disk's image; a pass deletes it all."""
+    import os
+    import stat
+
+    from test_guest_boot import BOOT_WORK, clean_boot_work
+
+    assert not BOOT_WORK.resolve().is_relative_to(REPO), "the boot test's images must live outside the checkout"
+    failed = tmp_path / "failed"
+    (failed / "vm1" / "dev").mkdir(parents=True)
+    os.mknod(failed / "vm1" / "dev" / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    (failed / "vm1.console").write_text("boot log")
+    (failed / "data-disk.img").write_bytes(b"\0")
+    assert "1 device nodes removed" in clean_boot_work(failed, passed=False)
+    assert not (failed / "vm1" / "dev" / "null").exists() and not (failed / "data-disk.img").exists()
+    assert (failed / "vm1.console").read_text() == "boot log"
+    passed = tmp_path / "passed"
+    (passed / "vm1").mkdir(parents=True)
+    clean_boot_work(passed, passed=True)
+    assert not passed.exists()

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -74,8 +75,47 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, vm: harness.V
     raise AssertionError(f"timed out after {time.monotonic() - start:.0f} s waiting for {what}\n{detail}")
 
 
+# The boot test's disks and VM roots live outside the checkout: a VM root holds device nodes (/dev/zero,
+# /dev/urandom from the root filesystem's tarball), and a copy or backup of the project folder would read
+# them until its disk is full. A passing run deletes them; a failing one keeps its evidence here, without
+# device nodes and without the data disk's image (GEMMA4_T4_KEEP_BOOT_DISK=1 keeps it).
+BOOT_WORK = Path(os.environ.get("GEMMA4_T4_BOOT_WORK", "/var/tmp/gemma4-t4-boot"))
+
+
+def mounts_under(path: Path) -> list[str]:
+    """Mount points at or below PATH (a bind mount left by a VM must never be deleted through)."""
+    prefix = str(path.resolve())
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [p for p in points if p == prefix or p.startswith(prefix + "/")]
+
+
+def strip_device_nodes(path: Path) -> int:
+    """Remove character and block device nodes below PATH (never through a mount point); how many."""
+    removed = 0
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames[:] = [d for d in dirnames if not os.path.ismount(os.path.join(dirpath, d))]
+        for name in filenames:
+            node = Path(dirpath, name)
+            if node.is_char_device() or node.is_block_device():
+                node.unlink()
+                removed += 1
+    return removed
+
+
+def clean_boot_work(work: Path, passed: bool) -> str:
+    """Delete a passing run's work folder; strip a failing one's to its evidence. Returns what was done."""
+    if mounts_under(work):
+        return f"left {work} as it is: still mounted below it: {mounts_under(work)}"
+    if passed:
+        shutil.rmtree(work)
+        return f"deleted {work}"
+    if os.environ.get("GEMMA4_T4_KEEP_BOOT_DISK") != "1":
+        (work / "data-disk.img").unlink(missing_ok=True)
+    return f"kept the failed boot's evidence in {work} ({strip_device_nodes(work)} device nodes removed)"
+
+
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, pytestconfig) -> Iterator[dict]:
+def world(pytestconfig, request) -> Iterator[dict]:
     capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
     if capture is not None:
         _capture.append(capture)
@@ -84,7 +124,9 @@ def world(tmp_path_factory, pytestconfig) -> Iterator[dict]:
     for tool in ("mmdebstrap", "systemd-nspawn", "nsenter", "ip", "losetup", "openssl", "dpkg-deb"):
         if shutil.which(tool) is None and shutil.which(tool, path="/usr/sbin:/sbin") is None:
             pytest.fail(f"{tool} is not installed: `make test` installs it (tests/system-deps.sh)")
-    work = tmp_path_factory.mktemp("guest-boot")
+    BOOT_WORK.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="run-", dir=BOOT_WORK))
+    failed_before = request.session.testsfailed
     started = time.monotonic()
     tarball = harness.rootfs_tarball(CACHE / "rootfs")
     report("root filesystem (mmdebstrap, or its cache)", time.monotonic() - started)
@@ -129,6 +171,9 @@ def world(tmp_path_factory, pytestconfig) -> Iterator[dict]:
             disk.close()
             assert str(disk.image) not in harness.sh("losetup", "-a").stdout, "loop device left"
         assert "swapfile" not in Path("/proc/swaps").read_text(), "swap left on"
+        report_line = clean_boot_work(work, passed=request.session.testsfailed == failed_before)
+        with _capture[0].global_and_fixture_disabled() if _capture else contextlib.nullcontext():
+            print(f"\n[guest boot] {report_line}", flush=True)
 
 
 def fill_wheelhouse(wheelhouse: Path) -> None:
