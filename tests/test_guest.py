@@ -51,7 +51,51 @@ def test_units_ship_what_the_issue_requires():
                  "After=gemma4-t4-provision.service network-online.target",
                  "ExecStartPre=/usr/local/lib/gemma4-t4/preflight.sh"):
         assert line in vllm
-    assert f"ExecStart={render.DATA_MOUNT}/vllm/venv/bin/python -m vllm.entrypoints.openai.api_server $VLLM_ARGS" in vllm
+    assert "ExecStart=/usr/local/lib/gemma4-t4/serve.sh" in vllm
+    serve = (REPO / "cloudinit" / "scripts" / "serve.sh").read_text()
+    assert 'exec "$VENV/bin/python" -m vllm.entrypoints.openai.api_server $VLLM_ARGS' in serve
+    assert f"VENV={render.DATA_MOUNT}/vllm/venv" in render.render_user_data(["--model", "m"],
+                                                                          render.GuestSettings("gemma4-data", 16))
+
+
+def _snapshot(hub, model: str, files: dict[str, str], incomplete: bool = False) -> None:
+    repo = hub / f"models--{model.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("abc123")
+    snapshot = repo / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    for name, text in files.items():
+        (snapshot / name).write_text(text)
+    if incomplete:
+        (repo / "blobs" / "0123.incomplete").write_text("")
+
+
+def _whole(hub, model: str) -> bool:
+    script = REPO / "cloudinit" / "scripts" / "serve.sh"
+    done = subprocess.run(["bash", "-c", f'. "{script}"; snapshot_whole "$1" "$2"', "-", str(hub), model])
+    return done.returncode == 0
+
+
+def test_the_service_serves_offline_only_from_a_whole_snapshot(tmp_path):
+    """After the first healthy start the Hub id is served from the data disk with HF_HUB_OFFLINE=1: a reboot
+    without network then serves as before. A half-downloaded snapshot is never served offline."""
+    index = '{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}'
+    _snapshot(tmp_path / "whole", "google/gemma-4-E2B-it", {"config.json": "{}",
+              "model.safetensors.index.json": index, "model-00001-of-00002.safetensors": "",
+              "model-00002-of-00002.safetensors": ""})
+    assert _whole(tmp_path / "whole", "google/gemma-4-E2B-it")
+    _snapshot(tmp_path / "shard", "google/gemma-4-E2B-it", {"config.json": "{}",
+              "model.safetensors.index.json": index, "model-00001-of-00002.safetensors": ""})
+    assert not _whole(tmp_path / "shard", "google/gemma-4-E2B-it")
+    _snapshot(tmp_path / "partial", "m/x", {"config.json": "{}", "model.safetensors": ""}, incomplete=True)
+    assert not _whole(tmp_path / "partial", "m/x")
+    _snapshot(tmp_path / "single", "m/x", {"config.json": "{}", "model.safetensors": ""})
+    assert _whole(tmp_path / "single", "m/x") and not _whole(tmp_path / "single", "m/y")
+    script = REPO / "cloudinit" / "scripts" / "serve.sh"
+    model = subprocess.run(["bash", "-c", f'. "{script}"; model_arg --host 127.0.0.1 --model g/m --dtype float16'],
+                           capture_output=True, text=True).stdout.strip()
+    assert model == "g/m"
 
 
 def test_a_failed_provisioning_leaves_vllm_to_its_preflight_not_a_dependency_failure():
