@@ -282,6 +282,8 @@ def test_boot_1_blank_disk_to_serving(world):
     result = json.loads(vm.exec("cat", "/var/lib/cloud/data/result.json").stdout)["v1"]
     assert result["datasource"].startswith("DataSourceGCE") and result["errors"] == [], result
     provision = vm.journal("gemma4-t4-provision")
+    assert "FAILED at step" not in provision, "a healthy first boot fails no step (apt's lock is waited for)"
+    assert "Daily apt download activities" in vm.journal("apt-daily"), "apt's daily job ran beside provisioning"
     assert "creating ext4" in provision and "swap on" in provision
     assert "nvidia-driver 615.71.09-1 installed (branch 615)" in provision
     assert "rebooting to load the NVIDIA driver (reboot 1 of at most 2)" in provision
