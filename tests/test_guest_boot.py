@@ -381,8 +381,15 @@ def test_boot_3_replaced_vm_on_the_old_disk_through_a_driver_repo_outage(world):
 
     network.set("nvidia-down", False)
     restored = time.monotonic()
+    # Stopped in the middle of the driver's DKMS build (a preemption): dpkg is left half-done, and every
+    # later apt-get would fail with "dpkg was interrupted". The next boot finishes dpkg's work by itself.
+    building = vm.root / fake_nvidia.DKMS_BUILDING.lstrip("/")
+    wait_for("the driver's DKMS build", building.exists, 600, vm, interval=1)
+    vm.power_cycle()
+    report("boot 3: repository back to the stop during the DKMS build", time.monotonic() - restored)
     wait_for("vLLM healthy on the replaced VM", lambda: healthy(world), 1800, vm)
-    report("boot 3: repository back to healthy", time.monotonic() - restored)
+    assert "dpkg was interrupted: finishing its work" in vm.journal("gemma4-t4-provision")
+    report("boot 3: repository back to healthy (with the stop)", time.monotonic() - restored)
     report("boot 3: replaced VM to healthy (with the outage)", time.monotonic() - started)
 
     assert requests_since(world, mark, "wheels") == [], "the venv on the data disk is reused, nothing re-downloaded"

@@ -337,6 +337,13 @@ class VM:
         self.kill()
         raise TimeoutError(f"{self.name} did not {'reboot' if reboot else 'power off'} in {timeout:.0f} s")
 
+    def power_cycle(self) -> None:
+        """Stopped at once, as a preemption or a stop past its grace period ends a VM, then started again on
+        the same boot disk."""
+        self.kill()
+        self.stopped.clear()
+        self.start()
+
     def kill(self) -> None:
         """Stop at once, leaving nothing: the container's PID 1 first (SIGKILL to a PID
         namespace's init ends every process in it; killing nspawn alone would orphan them)."""
