@@ -24,6 +24,18 @@ def test_each_selectable_vllm_has_its_own_lock(version):
     assert parsed.pins["vllm"] == version
 
 
+@pytest.mark.parametrize("version", list(catalog.GCE_VLLM_VERSIONS))
+def test_each_selectable_vllm_has_its_fit_results(version):
+    import json
+
+    from conftest import REPO
+
+    fit = json.loads((REPO / "turing" / "results" / f"fit-clamped-{version}.json").read_text())
+    assert fit["vllm"] == version, "the clamp's fit results of exactly this vLLM"
+    assert fit["triton"] == GCE_LOCKS[version].pins["triton"], "fitted with the Triton the VM installs"
+    assert fit["clamped"] and fit["fits"] and fit["spill_free"]
+
+
 def test_the_default_is_the_vllm_that_served_on_a_t4():
     assert catalog.PINS["vllm.gce"] == "0.30.0" == catalog.PINS["vllm.sagemaker"]
     assert GCE.pins["vllm"] == "0.30.0"
