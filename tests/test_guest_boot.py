@@ -405,3 +405,26 @@ def test_boot_3_replaced_vm_on_the_old_disk_through_a_driver_repo_outage(world):
     status = cli(world, "status")
     assert status.returncode == 0 and "tiny" in status.stdout
     vm.shutdown()
+
+
+# --- boot 4: a replaced VM stopped in the middle of the vLLM install ----------------------------------
+
+
+def test_boot_4_a_stop_during_the_vllm_install_is_recovered(world):
+    """As a preemption during the first install of the venv: the next boot installs the rest from the lock
+    and serves, with no one logged in."""
+    assert all(not vm.running() for vm in world["vms"]), "the data disk attaches to one VM at a time"
+    world["disk"].remove("vllm/venv")  # as on a disk whose venv was never finished
+    vm = new_vm(world, "vm3", allow_cpu_standin=True)
+    vm.start()
+    started = time.monotonic()
+    wait_for("the vLLM install", lambda: "install --require-hashes" in vm.exec("ps", "-eo", "args").stdout,
+             1800, vm, interval=2)
+    vm.power_cycle()
+    report("boot 4: to the stop during the vLLM install", time.monotonic() - started)
+    wait_for("vLLM healthy after the stop", lambda: healthy(world), 1800, vm)
+    report("boot 4: replaced VM stopped during the vLLM install, to healthy", time.monotonic() - started)
+    provision = vm.journal("gemma4-t4-provision")
+    assert provision.count("provision: step 'vllm'") >= 2
+    assert "installed /opt/gemma4-t4-test/standin-lock.txt" in provision
+    vm.shutdown()

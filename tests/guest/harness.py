@@ -238,6 +238,19 @@ class DataDisk:
                 sh("umount", str(mnt), check=False)
         mnt.rmdir()
 
+    def remove(self, relative: str) -> None:
+        """Delete RELATIVE on the disk from the host (no VM may have it attached)."""
+        mnt = self.image.with_suffix(".mnt")
+        mnt.mkdir(exist_ok=True)
+        sh("mount", self.device, str(mnt))
+        try:
+            target = (mnt / relative).resolve()
+            assert target.is_relative_to(mnt.resolve()) and target != mnt.resolve(), target
+            shutil.rmtree(target, ignore_errors=True)
+        finally:
+            sh("umount", str(mnt))
+        mnt.rmdir()
+
     def close(self) -> None:
         self.release_swap()
         sh("losetup", "-d", self.device, check=False)
