@@ -418,7 +418,7 @@ def test_boot_4_a_stop_during_the_vllm_install_is_recovered(world):
     vm = new_vm(world, "vm3", allow_cpu_standin=True)
     vm.start()
     started = time.monotonic()
-    wait_for("the vLLM install", lambda: "install --require-hashes" in vm.exec("ps", "-eo", "args").stdout,
+    wait_for("the vLLM install", lambda: "install --require-hashes" in vm.exec("ps", "-eww", "-o", "args").stdout,
              1800, vm, interval=2)
     vm.power_cycle()
     report("boot 4: to the stop during the vLLM install", time.monotonic() - started)
