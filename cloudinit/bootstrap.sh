@@ -1,10 +1,12 @@
 #!/bin/bash
 # GCE startup-script: Google's guest agent runs it on every boot. The official Debian images
 # ship no cloud-init, so GCE's user-data would be ignored: on an instance's first boot this
-# installs Debian's cloud-init and runs its four stages once; they read the same user-data from
-# the metadata server, write the gemma4-t4 scripts and units and enable them. Those units run on
-# every later boot; cloud-init's own boot units stay disabled, so its stages never run twice at
-# once (its local stage deletes boot-finished at every boot, so that file cannot tell "done").
+# installs Debian's cloud-init and runs its network, config and final stages once; they read the
+# same user-data from the metadata server, write the gemma4-t4 scripts and units and enable them.
+# Not its local stage: on a booted VM it would bring up DHCP on the live NIC (GCE's datasource reads
+# the metadata server over the network the image already configured). Those units run on every
+# later boot; cloud-init's own boot units stay disabled, so its stages never run twice at once
+# (boot-finished cannot tell "done": the marker below does).
 set -uo pipefail
 log() { echo "gemma4-t4 bootstrap: $*"; }
 done_marker=/var/lib/gemma4-t4/cloud-init-done
@@ -49,7 +51,7 @@ fi
 # Every stage runs even when an earlier one reports a module error, so one bad module does not
 # silently skip the final stage (the one that enables and starts the service).
 failed=()
-for stage in "init --local" "init" "modules --mode=config" "modules --mode=final"; do
+for stage in "init" "modules --mode=config" "modules --mode=final"; do
   log "cloud-init $stage"
   # shellcheck disable=SC2086 # the stage is two words on purpose
   cloud-init $stage || failed+=("$stage")

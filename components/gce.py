@@ -16,6 +16,7 @@ import pulumi_gcp as gcp
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set, fix
 
+from . import provider_answers as answers
 from .base import MemoryPlan, ServingArgs, T4ServingComponent, provider_for, refusals, type_token, with_alias
 from .config import GceT4ServerSettings, OnHostMaintenance, TerminationAction, gce_name, validate
 from .guest import GuestSettings, bootstrap_script, render_user_data
@@ -88,6 +89,9 @@ class GceT4ServerArgs(ServingArgs, total=False):
     """vLLM's port, 1024 or above (the tunnel forwards it)."""
     allow_non_loopback_host: bool
     """Opt-in: vLLM on 0.0.0.0 (its OpenAI API has no auth; the firewall admits only IAP SSH)."""
+    vllm_version: str
+    """The vLLM the VM installs: a clamp-verified version with its lock (0.30.0, which has served Gemma 4 on a T4;
+    or 0.33.0, resolved in CI but not yet run on a T4)."""
 
 
 def gce_resource_name(prefix: str, suffix: str) -> str:
@@ -101,19 +105,49 @@ def default_name_prefix(name: str) -> str:
 
 
 def find_disk(name: str, zone: str, project: str, invoke: pulumi.InvokeOptions) -> dict[str, Any] | None:
-    """The disk NAME in ZONE as the provider reads it, or None if GCE has none (a 404)."""
+    """The disk NAME in ZONE as the provider reads it, or None when the provider answers that there is none.
+    Any other failure (no permission to read disks, a wrong project, an API not enabled) is refused: read as
+    "absent", it would create a second disk under the kept one's name, or fail later with a worse message."""
     try:
         found = gcp.compute.get_disk(name=name, zone=zone, project=project or None, opts=invoke)
     except Exception as error:
-        if "Error 404" in str(error) or "notFound" in str(error):
+        if answers.is_disk_not_found(str(error), zone, name):
             return None
-        raise
+        raise ConfigError("retainDataDisk", f"gemma4-t4 could not read whether the data disk {name} exists in "
+                          f"{zone} (it adopts a retained one): {answers.provider_message(error)}",
+                          fix("let the account `pulumi up` runs as read disks in the project (compute.disks.get, "
+                              "e.g. roles/compute.viewer; gcloud auth application-default login), or set ",
+                              Set("project"), " to the project you mean")) from None
     if not found.id:
-        # The data source's read clears the id of a disk GCE answers 404 for, and older provider
-        # releases hand back that empty result instead of an error.
-        return None
+        # The provider never answers a lookup without an id (a missing disk is the error above); a mock
+        # that answers {} would make every stack look new.
+        raise ConfigError("retainDataDisk", f"{answers.GET_DISK} answered without a disk id for {name} in {zone}",
+                          f"answer a missing disk as the provider does, with the error "
+                          f"'{answers.disk_not_found('PROJECT', zone, name)}' (a Pulumi mock: raise it from call())")
     return {"id": found.id, "size": found.size, "type": found.type, "users": list(found.users or []),
             "labels": dict(found.labels or {})}
+
+
+def disk_in_another_zone(name: str, settings: GceT4ServerSettings, invoke: pulumi.InvokeOptions) -> None:
+    """Refuse a zone where this stack's data disk is not, while it is in another T4 zone: the stack moved zone
+    (or was destroyed and comes back elsewhere). A new disk would be made under the same name, and the old
+    one, retained, would bill on unseen. Zones that cannot be read are warned about, not refused: the lookup
+    in the chosen zone already proved the account may read disks."""
+    for other in sorted(z for z in catalog.GCE_T4_ZONES if z != settings.zone):
+        try:
+            disk = find_disk(name, other, settings.project, invoke)
+        except ConfigError as error:
+            pulumi.log.warn(f"could not check {other} for this stack's data disk {name}: {error.problem}")
+            continue
+        if disk is None or disk["labels"].get("app") != APP_LABEL:
+            continue
+        raise ConfigError("zone", f"this stack's data disk {name} (label app={APP_LABEL}, {disk['size']:.0f} GB) is in "
+                          f"{other}: with zone {settings.zone} a second disk would be made, and the one in {other} "
+                          "would be left billing with its data",
+                          fix(Set("zone", other), f", or move the disk first (gcloud compute snapshots create "
+                              f"{name}-move --source-disk {name} --source-disk-zone {other}; gcloud compute disks "
+                              f"create {name} --zone {settings.zone} --source-snapshot {name}-move; then delete the "
+                              f"disk in {other} and the snapshot)"))
 
 
 def adoptable_disk(name: str, settings: GceT4ServerSettings, instance_name: str,
@@ -126,6 +160,8 @@ def adoptable_disk(name: str, settings: GceT4ServerSettings, instance_name: str,
     zone = settings.zone
     disk = find_disk(name, zone, settings.project, invoke)
     if disk is None:
+        if settings.retain_data_disk:  # without it, a replaced disk is deleted with its data, not left billing
+            disk_in_another_zone(name, settings, invoke)
         return None
     if disk["labels"].get("app") != APP_LABEL:
         raise ConfigError("retainDataDisk", f"a disk named {name} in {zone} exists but gemma4-t4 did not make it "
@@ -243,7 +279,7 @@ class GceT4Server(T4ServingComponent):
         serving = plan.serving
         user_data = render_user_data(serving.vllm_args(), GuestSettings(
             DATA_DISK_DEVICE_NAME, settings.swap_size_gb, idle_stop_minutes=settings.idle_stop_minutes,
-            port=serving.port))
+            port=serving.port, vllm_version=settings.vllm_version))
 
         super().__init__(type_token(GceT4Server), name, None, with_alias(opts, LEGACY_TYPE))
         child = pulumi.ResourceOptions(parent=self)

@@ -27,8 +27,13 @@ LIB_DIR = "/usr/local/lib/gemma4-t4"
 ETC_DIR = "/etc/gemma4-t4"
 UNIT_DIR = "/etc/systemd/system"
 CLAMP_SRC = "/opt/gemma4-t4/turing"
-LOCK_FILE = GUEST_DIR / "locks" / "vllm-gce.txt"
+LOCKS_DIR = GUEST_DIR / "locks"
 VLLM_LOCK = "/opt/gemma4-t4/vllm-lock.txt"
+# Every apt-get on the VM waits for apt's lock instead of failing at once: the Debian 13 image enables
+# unattended-upgrades and apt's timers, and the guest agent's startup-script unit runs
+# Before=apt-daily.service, so they start just as provisioning does (apt.conf(5): DPkg::Lock::Timeout).
+APT_LOCK_CONF = "/etc/apt/apt.conf.d/90gemma4-t4-lock"
+APT_LOCK_TIMEOUT = 'DPkg::Lock::Timeout "1200";\n'
 # The boot test's own settings (tests/test_guest_boot.py writes it); the plan never does.
 TEST_ENV = "/etc/gemma4-t4/test.env"
 PROVISION_UNIT = "gemma4-t4-provision.service"
@@ -44,6 +49,12 @@ class GuestSettings:
     swap_size_gb: int
     idle_stop_minutes: int = 0
     port: int = 8000
+    vllm_version: str = catalog.PINS["vllm.gce"]  # one of catalog.GCE_VLLM_VERSIONS, each with its lock
+
+
+def lock_file(vllm_version: str) -> Traversable:
+    """The lock the VM installs vLLM VERSION from (`make guest-lock` writes one per catalog.GCE_VLLM_VERSIONS)."""
+    return LOCKS_DIR / f"vllm-gce-{vllm_version}.txt"
 
 
 def guest_env(settings: GuestSettings) -> dict[str, str]:
@@ -122,7 +133,8 @@ def render_user_data(serving_args: list[str], settings: GuestSettings) -> str:
             {"path": f"{ETC_DIR}/vllm.env", "permissions": "0644", "content": _env_file(vllm_env(serving_args))},
         ]
         + [{"path": path, "permissions": "0644", "content": text} for path, text in _clamp_files()]
-        + [{"path": VLLM_LOCK, "permissions": "0644", "content": LOCK_FILE.read_text()}]
+        + [{"path": VLLM_LOCK, "permissions": "0644", "content": lock_file(settings.vllm_version).read_text()}]
+        + [{"path": APT_LOCK_CONF, "permissions": "0644", "content": APT_LOCK_TIMEOUT}]
     )
     idle_stop = [IDLE_STOP_TIMER] if settings.idle_stop_minutes else []
     enabled = [PROVISION_UNIT, VLLM_UNIT, *idle_stop]

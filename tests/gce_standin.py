@@ -33,15 +33,24 @@ class _Handler(BaseHTTPRequestHandler):
         self.requests.append(self.path)
         base = f"/compute/v1/projects/{self.project}"
         if url.path == f"{base}/regions":
+            # source: the recorded body (tests/fixtures/SOURCES.md).
             self._json(json.loads((FIXTURES / "regions.json").read_text()))
         elif url.path == base:
+            # source: the recorded body (tests/fixtures/SOURCES.md).
             self._json(json.loads((FIXTURES / "project.json").read_text()))
         elif url.path == f"{base}/aggregated/acceleratorTypes":
+            # source: the recorded body, filtered as the API filters (see _accelerators).
             self._json(self._accelerators(parse_qs(url.query).get("filter", [""])[0]))
         elif url.path.startswith("/compute/v1/projects/"):
-            self._json({"error": {"code": 404, "message": f"The resource '{url.path}' was not found",
-                                  "errors": [{"reason": "notFound"}]}}, 404)
+            resource = url.path.removeprefix("/compute/v1/")
+            message = f"The resource '{resource}' was not found"
+            # source: Compute Engine's 404 body (API reference, "Errors": error.code/message/errors[].reason
+            # notFound); the message as gcloud prints it in a published transcript (tf-encrypted/tf-encrypted#139:
+            # "The resource 'projects/P/zones/Z/disks/N' was not found").
+            self._json({"error": {"code": 404, "message": message,
+                                  "errors": [{"message": message, "domain": "global", "reason": "notFound"}]}}, 404)
         else:
+            # not stood in: a path outside the Compute API; the client raises on the 400.
             self._json({"error": {"code": 400, "message": "bad path"}}, 400)
 
     def _accelerators(self, query: str) -> dict[str, Any]:
@@ -51,6 +60,8 @@ class _Handler(BaseHTTPRequestHandler):
             return doc
         for scope, scoped in doc["items"].items():
             kept = [a for a in scoped.get("acceleratorTypes", []) if a["name"] == wanted["name"]]
+            # source: Compute API reference, acceleratorTypes.aggregatedList: a scope without results carries
+            # warning.code NO_RESULTS_ON_PAGE.
             doc["items"][scope] = {"acceleratorTypes": kept} if kept else {"warning": {
                 "code": "NO_RESULTS_ON_PAGE", "message": f"There are no results for scope '{scope}' on this page."}}
         return doc

@@ -46,6 +46,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _error(self, status: int, code: str, message: str, head: bool) -> None:
+        # source: huggingface_hub 2.4.0 utils/_http.py hf_raise_for_status reads X-Error-Code and
+        # X-Error-Message; the JSON body {"error": MESSAGE} is what it reads when the header is absent.
         self._send(status, json.dumps({"error": message}).encode(), {"X-Error-Code": code,
                                                                      "X-Error-Message": message}, head)
 
@@ -59,18 +61,27 @@ class _Handler(BaseHTTPRequestHandler):
             at = parts.index("resolve")
             repo_id, file = "/".join(parts[:at]), "/".join(parts[at + 2:])
         else:
+            # not stood in: a route the tools never call; huggingface_hub raises on the 404.
             return self._error(404, "EntryNotFound", "not a route of this stand-in", head)
         record = self.repos.get(repo_id.lower())
         if record is None:
-            return self._error(404, "RepoNotFound", "Repository not found", head)
+            # source: huggingface_hub 2.4.0 utils/_http.py hf_raise_for_status: the Hub answers a missing repo
+            # (to a caller without a token) with 401 and X-Error-Code RepoNotFound ("401 is misleading as it is
+            # returned for ... missing repos", https://gist.github.com/Wauplin/46c27ad266b15998ce56a6603796f0b9).
+            return self._error(401, "RepoNotFound", "Repository not found", head)
         if record.get("gated"):
+            # source: the same function's GatedRepo branch (X-Error-Code GatedRepo on a gated repo's files).
             return self._error(401, "GatedRepo", "Access to model is restricted", head)
         info = record["model_info"]
         if file is None:
+            # source: the recorded model_info (tests/fixtures/SOURCES.md).
             return self._send(200, json.dumps(info).encode(), head=head)
         if file != "config.json":
+            # source: hf_raise_for_status's EntryNotFound branch (404, X-Error-Code EntryNotFound).
             return self._error(404, "EntryNotFound", f"{file} does not exist", head)
         body = json.dumps(record["config"], indent=2).encode()
+        # source: the recorded config.json; X-Repo-Commit and ETag are what huggingface_hub's
+        # file_download.get_hf_file_metadata reads from a resolve answer.
         return self._send(200, body, {"X-Repo-Commit": info["sha"], "ETag": f'"{hashlib.sha1(body).hexdigest()}"'},
                           head)
 

@@ -15,6 +15,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from conftest import send_json
 
+# The account and region the stand-in's answers name (botocore is pointed at it with these).
+ACCOUNT, REGION = "123456789012", "us-east-2"
+
 
 def _header(name: str, value: str) -> bytes:
     raw_name, raw_value = name.encode(), value.encode()
@@ -41,6 +44,7 @@ class StandIn:
                 pass
 
             def _json(self, status: int, doc: dict) -> None:
+                # source: botocore's sagemaker service model (protocol json, jsonVersion 1.1).
                 send_json(self, status, doc, "application/x-amz-json-1.1")
 
             def do_POST(self):
@@ -50,7 +54,12 @@ class StandIn:
                     return standin.control(self, target, json.loads(body or b"{}"))
                 prefix = f"/endpoints/{standin.endpoint}/"
                 if not self.path.startswith(prefix):
-                    return self._json(400, {"__type": "ValidationError", "message": "Could not find endpoint"})
+                    name = self.path.split("/")[2] if self.path.count("/") >= 2 else ""
+                    # source: InvokeEndpoint's answer for an endpoint the account lacks, a published transcript
+                    # (aws/amazon-sagemaker-examples#293): "(ValidationError) ... Endpoint NAME of account ACCOUNT
+                    # not found."
+                    return self._json(400, {"__type": "ValidationError",
+                                            "message": f"Endpoint {name} of account {ACCOUNT} not found."})
                 request = urllib.request.Request(f"{standin.vllm_url}/v1/chat/completions", data=body,
                                                  headers={"Content-Type": "application/json"})
                 with urllib.request.urlopen(request, timeout=120) as upstream:
@@ -76,14 +85,22 @@ class StandIn:
         operation = target.split(".")[-1]
         if operation == "DescribeEndpoint":
             if request.get("EndpointName") != self.endpoint:
+                arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{str(request.get('EndpointName')).lower()}"
+                # source: SageMaker's answer for a missing endpoint, a published transcript of DeleteEndpoint's
+                # (aws/amazon-sagemaker-examples#2402): ValidationException 'Could not find endpoint "ARN".'
                 return handler._json(400, {"__type": "ValidationException",
-                                           "message": f"Could not find endpoint \"{request.get('EndpointName')}\"."})
+                                           "message": f"Could not find endpoint \"{arn}\"."})
+            # source: DescribeEndpoint's response fields (SageMaker API Reference, DescribeEndpoint: EndpointName,
+            # EndpointStatus, EndpointConfigName), only those the operator tools read.
             return handler._json(200, {"EndpointName": self.endpoint, "EndpointStatus": "InService",
                                        "EndpointConfigName": f"{self.endpoint}-config"})
         if operation == "DescribeEndpointConfig":
+            # source: SageMaker API Reference, DescribeEndpointConfig: ProductionVariants[].ModelName.
             return handler._json(200, {"ProductionVariants": [{"ModelName": f"{self.endpoint}-model"}]})
         if operation == "DescribeModel":
+            # source: SageMaker API Reference, DescribeModel: PrimaryContainer.Environment.
             return handler._json(200, {"PrimaryContainer": {"Environment": self.environment}})
+        # not stood in: an operation the tools should never call here; the client raises on the 400.
         return handler._json(400, {"__type": "UnknownOperationException", "message": operation})
 
     def close(self) -> None:

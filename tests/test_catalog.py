@@ -63,7 +63,8 @@ def test_t4_zones_are_zone_names_and_every_priced_region_has_some():
 
 
 def test_the_clamp_is_verified_for_exactly_the_pinned_vllms():
-    assert set(catalog.CLAMP_VERIFIED_VLLM) == {catalog.PINS["vllm.gce"], catalog.PINS["vllm.sagemaker"]}
+    pinned = {catalog.PINS["vllm.gce"], catalog.PINS["vllm.sagemaker"], *catalog.GCE_VLLM_VERSIONS}
+    assert set(catalog.CLAMP_VERIFIED_VLLM) == pinned
     assert catalog.PINS["sagemaker.ami"] == "al2023-ami-sagemaker-inference-gpu-4-1"
     assert catalog.PINS["nvidia.driver_branch"] == "615"
 

@@ -31,6 +31,21 @@ def test_every_option_of_every_command_says_what_it_does():
     assert missing == []
 
 
+def test_waits_hint_agrees_with_the_first_boot_timings():
+    """`wait --help` and docs/gce-guest.md name the same first-boot figure, and the default covers it."""
+    import re
+
+    wait = next(p for path, p in _parsers(cli.build_parser()) if path == "gemma4-t4 wait")
+    timeout = next(a for a in wait._actions if "--timeout" in a.option_strings)
+    docs = (REPO / "docs" / "gce-guest.md").read_text()
+    total = re.search(r"\*\*measured and sourced parts\*\* \| \*\*(\d+)–(\d+) \(~(\d+) min\)\*\*", docs)
+    assert total, "the doc's first-boot total row"
+    low, high, minutes = (int(g) for g in total.groups())
+    assert round((low + high) / 2 / 60) == minutes
+    assert f"~{minutes} min of measured parts" in timeout.help and "docs/gce-guest.md" in timeout.help
+    assert timeout.default > high, "the default wait must outlast the measured parts"
+
+
 def gemma4_t4(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "gemma4_t4", *args], capture_output=True, text=True, cwd=REPO)
 

@@ -59,6 +59,9 @@ GCE = [
     (("labels.1team=ml",), "labels.1team", "starting with a letter"),
     (("labels.team=ML",), "labels.team", "labels.team ml"),
     (("labels.app=other",), "labels", "app=gemma4-t4"),
+    (('labels={"team": null}',), "labels.team", "labels.team VALUE"),
+    (("maxModelLen=18",), "maxModelLen", "maxModelLen 16384"),
+    (("vllmVersion=0.34.0",), "vllmVersion", "vllmVersion 0.30.0"),
     ((LABELS_64,), "labels", "GCE allows 64 per resource"),
     (("labels=team",), "labels", "expected an object"),
     # a listener the tunnel, the idle stop or vLLM itself cannot use

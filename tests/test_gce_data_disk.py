@@ -1,6 +1,7 @@
 """The retained data disk comes back: a fixed name from the stack, and the next `pulumi up` after
 a `pulumi destroy` adopts the disk it left, never one another VM uses. Under mocks whose
-getDisk answers as the provider does (the disk, or a 404)."""
+getDisk answers as the provider does: the disk, or the data source's "<id> not found" error
+(components/provider_answers.py cites the provider's code path)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 import pytest
 
 from gemma4_t4.clouds.gce import GCE, World
+from gemma4_t4.components import provider_answers as answers
 from gemma4_t4.components.gce import GCE_NAME_MAX, gce_resource_name
 from gemma4_t4.core.plan import MOCK_GCP_PROJECT
 
@@ -57,6 +59,37 @@ def test_the_up_after_a_destroy_adopts_the_retained_disk(run_stack):
     assert plan.one(INSTANCE).inputs["attachedDisks"][0]["source"] == disk.state["selfLink"]
 
 
+def test_the_providers_answer_for_a_missing_disk_is_read_as_absent():
+    failure = answers.engine_failure(answers.GET_DISK, answers.disk_not_found("p-1", ZONE, "s-data"))
+    assert answers.is_disk_not_found(f"invoke of {answers.GET_DISK} failed: {failure}", ZONE, "s-data")
+    assert not answers.is_disk_not_found(failure, ZONE, "other-data"), "another disk's answer"
+    assert not answers.is_disk_not_found(failure, "us-east1-c", "s-data"), "another zone's answer"
+    forbidden = answers.engine_failure(answers.GET_DISK, answers.disk_forbidden("p-1", ZONE, "s-data"))
+    assert not answers.is_disk_not_found(forbidden, ZONE, "s-data")
+    # What main read as "absent" before: a text the provider never sends for a missing disk.
+    assert not answers.is_disk_not_found("googleapi: Error 404: The resource 'projects/p-1/zones/"
+                                         f"{ZONE}/disks/s-data' was not found, notFound", ZONE, "s-data")
+
+
+def test_a_permission_error_is_refused_not_read_as_absent(refused_stack):
+    name = stack_resource_name("gemma4-t4", "gce-t4", "data")
+    error, partial = refused_stack("gce-t4", world={"gce": World(forbidden=True)})
+    assert error.key == "gemma4-t4:retainDataDisk"
+    assert f"could not read whether the data disk {name} exists" in error.problem
+    assert "Error 403: Required 'compute.disks.get' permission" in error.problem
+    assert "invocation of" not in error.problem, "the provider's message, not the engine's wrapping"
+    assert "compute.disks.get" in error.fix and "gemma4-t4:project" in error.fix
+    assert partial.resources == [], "a refused lookup registers nothing"
+
+
+def test_a_lookup_answered_without_a_disk_is_refused(refused_stack, monkeypatch):
+    """A user's mocks that answer every call with {} (as Pulumi's testing guide's do) must answer getDisk
+    as the provider does; {} would make every stack look new, so it is refused with the text to raise."""
+    monkeypatch.setattr(World, "get_disk", lambda self, args: {})
+    error, _ = refused_stack("gce-t4")
+    assert "answered without a disk id" in error.problem and "not found" in error.fix
+
+
 def test_an_up_while_the_vm_exists_keeps_its_own_disk(run_stack):
     name = stack_resource_name("gemma4-t4", "gce-t4", "data")
     vm = stack_resource_name("gemma4-t4", "gce-t4", "vm")
@@ -85,6 +118,24 @@ def test_a_disk_of_another_zone_is_not_this_stacks(run_stack):
     world = {"gce": World(disks={name: {"zone": "europe-west4-a", "sizeGb": 250, "type": "pd-balanced",
                                         "users": []}})}
     assert run_stack("gce-t4", world=world).one(DISK).options["importId"] == ""
+
+
+def test_a_zone_change_that_would_leave_the_disk_billing_is_refused(refused_stack):
+    name = stack_resource_name("gemma4-t4", "gce-t4", "data")
+    world = {"gce": World(disks={name: {"zone": "us-central1-a", "sizeGb": 250, "type": "pd-balanced", "users": [],
+                                        "labels": {"app": "gemma4-t4"}}})}
+    error, partial = refused_stack("gce-t4", world=world)  # the stack's zone: us-west2-b
+    assert error.key == "gemma4-t4:zone" and f"data disk {name}" in error.problem and "billing" in error.problem
+    assert error.fix.startswith("pulumi config set gemma4-t4:zone us-central1-a, or move the disk first")
+    assert partial.resources == [], "no second disk is registered"
+
+
+def test_without_retention_a_zone_change_is_not_refused(run_stack):
+    """retainDataDisk false: the old disk goes with the replacement (nothing is left billing)."""
+    name = stack_resource_name("gemma4-t4", "gce-t4", "data")
+    world = {"gce": World(disks={name: {"zone": "us-central1-a", "sizeGb": 250, "type": "pd-balanced", "users": [],
+                                        "labels": {"app": "gemma4-t4"}}})}
+    assert run_stack("gce-t4", "retainDataDisk=false", world=world).one(DISK).options["importId"] == ""
 
 
 @pytest.mark.parametrize("change,key,fix", [

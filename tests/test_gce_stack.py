@@ -149,8 +149,22 @@ def test_guest_settings_carry_the_pins_and_the_data_disk(run_stack):
 
 def test_the_guest_installs_from_the_lock_of_the_pinned_vllm(run_stack):
     lock = _guest_file(run_stack("gce-t4"), render.VLLM_LOCK)
-    assert lock == (REPO / "cloudinit" / "locks" / "vllm-gce.txt").read_text()
-    assert f"\nvllm=={catalog.PINS['vllm.gce']} \\\n" in lock
+    assert lock == (REPO / "cloudinit" / "locks" / "vllm-gce-0.30.0.txt").read_text()
+    assert "\nvllm==0.30.0 \\\n" in lock and catalog.PINS["vllm.gce"] == "0.30.0"
+
+
+def test_vllm_0_33_stays_selectable_with_its_own_lock(run_stack):
+    lock = _guest_file(run_stack("gce-t4", "vllmVersion=0.33.0"), render.VLLM_LOCK)
+    assert lock == (REPO / "cloudinit" / "locks" / "vllm-gce-0.33.0.txt").read_text()
+    assert "\nvllm==0.33.0 \\\n" in lock
+
+
+def test_a_vllm_without_a_lock_is_refused_at_preview(refused_stack):
+    error, partial = refused_stack("gce-t4", "vllmVersion=0.34.0")
+    assert error.key == "gemma4-t4:vllmVersion" and "'0.34.0' has no lock" in error.problem
+    assert "0.30.0" in error.problem and "0.33.0" in error.problem
+    assert error.fix == "pulumi config set gemma4-t4:vllmVersion 0.30.0"
+    assert partial.resources == []
 
 
 def test_the_clamp_source_ships_with_the_guest(run_stack):

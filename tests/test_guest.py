@@ -51,7 +51,51 @@ def test_units_ship_what_the_issue_requires():
                  "After=gemma4-t4-provision.service network-online.target",
                  "ExecStartPre=/usr/local/lib/gemma4-t4/preflight.sh"):
         assert line in vllm
-    assert f"ExecStart={render.DATA_MOUNT}/vllm/venv/bin/python -m vllm.entrypoints.openai.api_server $VLLM_ARGS" in vllm
+    assert "ExecStart=/usr/local/lib/gemma4-t4/serve.sh" in vllm
+    serve = (REPO / "cloudinit" / "scripts" / "serve.sh").read_text()
+    assert 'exec "$VENV/bin/python" -m vllm.entrypoints.openai.api_server $VLLM_ARGS' in serve
+    assert f"VENV={render.DATA_MOUNT}/vllm/venv" in render.render_user_data(["--model", "m"],
+                                                                          render.GuestSettings("gemma4-data", 16))
+
+
+def _snapshot(hub, model: str, files: dict[str, str], incomplete: bool = False) -> None:
+    repo = hub / f"models--{model.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("abc123")
+    snapshot = repo / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    for name, text in files.items():
+        (snapshot / name).write_text(text)
+    if incomplete:
+        (repo / "blobs" / "0123.incomplete").write_text("")
+
+
+def _whole(hub, model: str) -> bool:
+    script = REPO / "cloudinit" / "scripts" / "serve.sh"
+    done = subprocess.run(["bash", "-c", f'. "{script}"; snapshot_whole "$1" "$2"', "-", str(hub), model])
+    return done.returncode == 0
+
+
+def test_the_service_serves_offline_only_from_a_whole_snapshot(tmp_path):
+    """After the first healthy start the Hub id is served from the data disk with HF_HUB_OFFLINE=1: a reboot
+    without network then serves as before. A half-downloaded snapshot is never served offline."""
+    index = '{"weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"}}'
+    _snapshot(tmp_path / "whole", "google/gemma-4-E2B-it", {"config.json": "{}",
+              "model.safetensors.index.json": index, "model-00001-of-00002.safetensors": "",
+              "model-00002-of-00002.safetensors": ""})
+    assert _whole(tmp_path / "whole", "google/gemma-4-E2B-it")
+    _snapshot(tmp_path / "shard", "google/gemma-4-E2B-it", {"config.json": "{}",
+              "model.safetensors.index.json": index, "model-00001-of-00002.safetensors": ""})
+    assert not _whole(tmp_path / "shard", "google/gemma-4-E2B-it")
+    _snapshot(tmp_path / "partial", "m/x", {"config.json": "{}", "model.safetensors": ""}, incomplete=True)
+    assert not _whole(tmp_path / "partial", "m/x")
+    _snapshot(tmp_path / "single", "m/x", {"config.json": "{}", "model.safetensors": ""})
+    assert _whole(tmp_path / "single", "m/x") and not _whole(tmp_path / "single", "m/y")
+    script = REPO / "cloudinit" / "scripts" / "serve.sh"
+    model = subprocess.run(["bash", "-c", f'. "{script}"; model_arg --host 127.0.0.1 --model g/m --dtype float16'],
+                           capture_output=True, text=True).stdout.strip()
+    assert model == "g/m"
 
 
 def test_a_failed_provisioning_leaves_vllm_to_its_preflight_not_a_dependency_failure():
@@ -78,6 +122,30 @@ def test_the_boot_tests_setting_is_read_only_from_a_file_the_plan_never_writes()
     env_files = [f["content"] for f in files if f["path"].endswith(".env")]
     assert env_files and not any("GEMMA4_T4_ALLOW_CPU_STANDIN" in content for content in env_files)
     assert f"EnvironmentFile=-{render.TEST_ENV}" in _unit_lines("gemma4-vllm.service")
+
+
+def test_every_apt_get_waits_for_apts_lock_and_dpkg_is_recovered_first():
+    """The image's apt timers start with provisioning: an apt-get that fails at once on the lock would
+    log a FAILED step on a healthy first boot; an interrupted dpkg would fail every later apt-get."""
+    files = {f["path"]: f["content"] for f in yaml.safe_load(render.render_user_data(
+        ["--model", "m"], render.GuestSettings("gemma4-data", 16)))["write_files"]}
+    assert files[render.APT_LOCK_CONF] == 'DPkg::Lock::Timeout "1200";\n'
+    provision = (REPO / "cloudinit" / "scripts" / "provision.sh").read_text()
+    assert provision.index('step "dpkg"') < provision.index('step "packages"') < provision.index('step "nvidia driver"')
+    assert "dpkg --configure -a" in provision and "/var/lib/dpkg/updates" in provision
+
+
+def test_the_vm_gets_a_cxx_compiler_and_the_persistence_daemon():
+    provision = (REPO / "cloudinit" / "scripts" / "provision.sh").read_text()
+    assert " g++ " in provision.split("for pkg in", 1)[1].splitlines()[0]
+    driver = (REPO / "cloudinit" / "scripts" / "install-driver.sh").read_text()
+    assert "nvidia-persistenced" in driver and "systemctl enable nvidia-persistenced.service" in driver
+
+
+def test_cloud_init_runs_no_local_stage_on_the_booted_vm():
+    bootstrap = (REPO / "cloudinit" / "bootstrap.sh").read_text()
+    stages = next(line for line in bootstrap.splitlines() if line.startswith("for stage in"))
+    assert "--local" not in stages and '"init"' in stages and '"modules --mode=final"' in stages
 
 
 def test_preflight_refuses_unclamped_or_unfit():
@@ -236,3 +304,25 @@ def test_preflight_refuses_fewer_gpus_than_tensor_parallel_ranks(tmp_path):
     assert "--tensor-parallel-size 2 but nvidia-smi lists 1 GPU(s)" in two.stderr
     one = run(["bash", str(script)], env={**env, "VLLM_ARGS": "--model m --tensor-parallel-size 1"})
     assert "GPU(s)" not in one.stderr and "GPU: Tesla T4, 7.5" in one.stdout
+
+
+def test_the_boot_tests_leftovers_hold_no_device_nodes_and_a_pass_leaves_none(tmp_path):
+    """A failed boot keeps its evidence without device nodes or the data disk's image; a pass deletes it all."""
+    import os
+    import stat
+
+    from test_guest_boot import BOOT_WORK, clean_boot_work
+
+    assert not BOOT_WORK.resolve().is_relative_to(REPO), "the boot test's images must live outside the checkout"
+    failed = tmp_path / "failed"
+    (failed / "vm1" / "dev").mkdir(parents=True)
+    os.mknod(failed / "vm1" / "dev" / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    (failed / "vm1.console").write_text("boot log")
+    (failed / "data-disk.img").write_bytes(b"\0")
+    assert "1 device nodes removed" in clean_boot_work(failed, passed=False)
+    assert not (failed / "vm1" / "dev" / "null").exists() and not (failed / "data-disk.img").exists()
+    assert (failed / "vm1.console").read_text() == "boot log"
+    passed = tmp_path / "passed"
+    (passed / "vm1").mkdir(parents=True)
+    clean_boot_work(passed, passed=True)
+    assert not passed.exists()

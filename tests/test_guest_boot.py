@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -74,8 +75,47 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, vm: harness.V
     raise AssertionError(f"timed out after {time.monotonic() - start:.0f} s waiting for {what}\n{detail}")
 
 
+# The boot test's disks and VM roots live outside the checkout: a VM root holds device nodes (/dev/zero,
+# /dev/urandom from the root filesystem's tarball), and a copy or backup of the project folder would read
+# them until its disk is full. A passing run deletes them; a failing one keeps its evidence here, without
+# device nodes and without the data disk's image (GEMMA4_T4_KEEP_BOOT_DISK=1 keeps it).
+BOOT_WORK = Path(os.environ.get("GEMMA4_T4_BOOT_WORK", "/var/tmp/gemma4-t4-boot"))
+
+
+def mounts_under(path: Path) -> list[str]:
+    """Mount points at or below PATH (a bind mount left by a VM must never be deleted through)."""
+    prefix = str(path.resolve())
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    return [p for p in points if p == prefix or p.startswith(prefix + "/")]
+
+
+def strip_device_nodes(path: Path) -> int:
+    """Remove character and block device nodes below PATH (never through a mount point); how many."""
+    removed = 0
+    for dirpath, dirnames, filenames in os.walk(path):
+        dirnames[:] = [d for d in dirnames if not os.path.ismount(os.path.join(dirpath, d))]
+        for name in filenames:
+            node = Path(dirpath, name)
+            if node.is_char_device() or node.is_block_device():
+                node.unlink()
+                removed += 1
+    return removed
+
+
+def clean_boot_work(work: Path, passed: bool) -> str:
+    """Delete a passing run's work folder; strip a failing one's to its evidence. Returns what was done."""
+    if mounts_under(work):
+        return f"left {work} as it is: still mounted below it: {mounts_under(work)}"
+    if passed:
+        shutil.rmtree(work)
+        return f"deleted {work}"
+    if os.environ.get("GEMMA4_T4_KEEP_BOOT_DISK") != "1":
+        (work / "data-disk.img").unlink(missing_ok=True)
+    return f"kept the failed boot's evidence in {work} ({strip_device_nodes(work)} device nodes removed)"
+
+
 @pytest.fixture(scope="module")
-def world(tmp_path_factory, pytestconfig) -> Iterator[dict]:
+def world(pytestconfig, request) -> Iterator[dict]:
     capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
     if capture is not None:
         _capture.append(capture)
@@ -84,7 +124,9 @@ def world(tmp_path_factory, pytestconfig) -> Iterator[dict]:
     for tool in ("mmdebstrap", "systemd-nspawn", "nsenter", "ip", "losetup", "openssl", "dpkg-deb"):
         if shutil.which(tool) is None and shutil.which(tool, path="/usr/sbin:/sbin") is None:
             pytest.fail(f"{tool} is not installed: `make test` installs it (tests/system-deps.sh)")
-    work = tmp_path_factory.mktemp("guest-boot")
+    BOOT_WORK.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="run-", dir=BOOT_WORK))
+    failed_before = request.session.testsfailed
     started = time.monotonic()
     tarball = harness.rootfs_tarball(CACHE / "rootfs")
     report("root filesystem (mmdebstrap, or its cache)", time.monotonic() - started)
@@ -129,6 +171,9 @@ def world(tmp_path_factory, pytestconfig) -> Iterator[dict]:
             disk.close()
             assert str(disk.image) not in harness.sh("losetup", "-a").stdout, "loop device left"
         assert "swapfile" not in Path("/proc/swaps").read_text(), "swap left on"
+        report_line = clean_boot_work(work, passed=request.session.testsfailed == failed_before)
+        with _capture[0].global_and_fixture_disabled() if _capture else contextlib.nullcontext():
+            print(f"\n[guest boot] {report_line}", flush=True)
 
 
 def fill_wheelhouse(wheelhouse: Path) -> None:
@@ -237,6 +282,8 @@ def test_boot_1_blank_disk_to_serving(world):
     result = json.loads(vm.exec("cat", "/var/lib/cloud/data/result.json").stdout)["v1"]
     assert result["datasource"].startswith("DataSourceGCE") and result["errors"] == [], result
     provision = vm.journal("gemma4-t4-provision")
+    assert "FAILED at step" not in provision, "a healthy first boot fails no step (apt's lock is waited for)"
+    assert "Daily apt download activities" in vm.journal("apt-daily"), "apt's daily job ran beside provisioning"
     assert "creating ext4" in provision and "swap on" in provision
     assert "nvidia-driver 615.71.09-1 installed (branch 615)" in provision
     assert "rebooting to load the NVIDIA driver (reboot 1 of at most 2)" in provision
@@ -334,8 +381,15 @@ def test_boot_3_replaced_vm_on_the_old_disk_through_a_driver_repo_outage(world):
 
     network.set("nvidia-down", False)
     restored = time.monotonic()
+    # Stopped in the middle of the driver's DKMS build (a preemption): dpkg is left half-done, and every
+    # later apt-get would fail with "dpkg was interrupted". The next boot finishes dpkg's work by itself.
+    building = vm.root / fake_nvidia.DKMS_BUILDING.lstrip("/")
+    wait_for("the driver's DKMS build", building.exists, 600, vm, interval=1)
+    vm.power_cycle()
+    report("boot 3: repository back to the stop during the DKMS build", time.monotonic() - restored)
     wait_for("vLLM healthy on the replaced VM", lambda: healthy(world), 1800, vm)
-    report("boot 3: repository back to healthy", time.monotonic() - restored)
+    assert "dpkg was interrupted: finishing its work" in vm.journal("gemma4-t4-provision")
+    report("boot 3: repository back to healthy (with the stop)", time.monotonic() - restored)
     report("boot 3: replaced VM to healthy (with the outage)", time.monotonic() - started)
 
     assert requests_since(world, mark, "wheels") == [], "the venv on the data disk is reused, nothing re-downloaded"
@@ -350,4 +404,27 @@ def test_boot_3_replaced_vm_on_the_old_disk_through_a_driver_repo_outage(world):
     assert "creating ext4" not in vm.journal("gemma4-t4-provision"), "the old disk is never reformatted"
     status = cli(world, "status")
     assert status.returncode == 0 and "tiny" in status.stdout
+    vm.shutdown()
+
+
+# --- boot 4: a replaced VM stopped in the middle of the vLLM install ----------------------------------
+
+
+def test_boot_4_a_stop_during_the_vllm_install_is_recovered(world):
+    """As a preemption during the first install of the venv: the next boot installs the rest from the lock
+    and serves, with no one logged in."""
+    assert all(not vm.running() for vm in world["vms"]), "the data disk attaches to one VM at a time"
+    world["disk"].remove("vllm/venv")  # as on a disk whose venv was never finished
+    vm = new_vm(world, "vm3", allow_cpu_standin=True)
+    vm.start()
+    started = time.monotonic()
+    wait_for("the vLLM install", lambda: "install --require-hashes" in vm.exec("ps", "-eww", "-o", "args").stdout,
+             1800, vm, interval=2)
+    vm.power_cycle()
+    report("boot 4: to the stop during the vLLM install", time.monotonic() - started)
+    wait_for("vLLM healthy after the stop", lambda: healthy(world), 1800, vm)
+    report("boot 4: replaced VM stopped during the vLLM install, to healthy", time.monotonic() - started)
+    provision = vm.journal("gemma4-t4-provision")
+    assert provision.count("provision: step 'vllm'") >= 2
+    assert "installed /opt/gemma4-t4-test/standin-lock.txt" in provision
     vm.shutdown()

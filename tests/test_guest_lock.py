@@ -12,26 +12,47 @@ from gemma4_t4.components import guest_lock as lock
 
 pytestmark = pytest.mark.guest
 
-GCE = lock.parse(lock.LOCKS["gce"].read_text())
+GCE_LOCKS = {v: lock.parse(lock.LOCKS[lock.gce_lock_kind(v)].read_text()) for v in catalog.GCE_VLLM_VERSIONS}
+GCE = GCE_LOCKS[catalog.PINS["vllm.gce"]]
 STANDIN = lock.parse(lock.LOCKS["standin"].read_text())
 
 
-def test_the_gce_lock_is_the_catalogs_vllm():
-    assert (GCE.requirements, GCE.overrides) == lock.lock_inputs("gce")
-    assert GCE.pins["vllm"] == catalog.PINS["vllm.gce"]
+@pytest.mark.parametrize("version", list(catalog.GCE_VLLM_VERSIONS))
+def test_each_selectable_vllm_has_its_own_lock(version):
+    parsed = GCE_LOCKS[version]
+    assert (parsed.requirements, parsed.overrides) == lock.lock_inputs(lock.gce_lock_kind(version))
+    assert parsed.pins["vllm"] == version
 
 
-def test_the_fit_checker_compiles_with_the_triton_the_vm_installs():
-    version = catalog.PINS["vllm.gce"]
-    assert version in catalog.CLAMP_VERIFIED_VLLM, "the clamp's fit check must cover the GCE vLLM"
-    assert GCE.pins["triton"] == catalog.CLAMP_VERIFIED_VLLM[version]
+@pytest.mark.parametrize("version", list(catalog.GCE_VLLM_VERSIONS))
+def test_each_selectable_vllm_has_its_fit_results(version):
+    import json
+
+    from conftest import REPO
+
+    fit = json.loads((REPO / "turing" / "results" / f"fit-clamped-{version}.json").read_text())
+    assert fit["vllm"] == version, "the clamp's fit results of exactly this vLLM"
+    assert fit["triton"] == GCE_LOCKS[version].pins["triton"], "fitted with the Triton the VM installs"
+    assert fit["clamped"] and fit["fits"] and fit["spill_free"]
+
+
+def test_the_default_is_the_vllm_that_served_on_a_t4():
+    assert catalog.PINS["vllm.gce"] == "0.30.0" == catalog.PINS["vllm.sagemaker"]
+    assert GCE.pins["vllm"] == "0.30.0"
+
+
+@pytest.mark.parametrize("version", list(catalog.GCE_VLLM_VERSIONS))
+def test_the_fit_checker_compiles_with_the_triton_the_vm_installs(version):
+    assert version in catalog.CLAMP_VERIFIED_VLLM, "the clamp's fit check must cover every selectable GCE vLLM"
+    assert GCE_LOCKS[version].pins["triton"] == catalog.CLAMP_VERIFIED_VLLM[version]
 
 
 def test_every_locked_package_is_a_wheel_with_a_hash():
-    for parsed in (GCE, STANDIN):
+    for parsed in (*GCE_LOCKS.values(), STANDIN):
         assert parsed.pins and all(parsed.hashes[name] for name in parsed.pins)
     # PyPI's CUDA 13 torch: the one index the VM and CI both reach.
-    assert "nvidia-cuda-runtime" in GCE.pins and GCE.pins["torch"].count("+") == 0
+    for parsed in GCE_LOCKS.values():
+        assert "nvidia-cuda-runtime" in parsed.pins and parsed.pins["torch"].count("+") == 0
 
 
 def test_the_standin_lock_is_the_cpu_build_without_the_media_packages():
@@ -47,7 +68,7 @@ def test_the_lock_keeps_only_the_guests_wheels():
 
 
 @pytest.mark.index
-@pytest.mark.parametrize("kind", ["gce", "standin"])
+@pytest.mark.parametrize("kind", sorted(lock.LOCKS))
 def test_the_lock_resolves_against_the_index(kind):
     assert lock.check(lock.LOCKS[kind].read_text()) == []
 
@@ -55,7 +76,7 @@ def test_the_lock_resolves_against_the_index(kind):
 @pytest.mark.index
 def test_an_unresolvable_pin_fails_the_check():
     """vLLM 0.34.0 pins flashinfer-python==0.7.3, which PyPI does not have: that lock fails."""
-    bad = lock.LOCKS["gce"].read_text().replace(f"flashinfer-python=={GCE.pins['flashinfer-python']} ",
+    bad = lock.LOCKS[lock.gce_lock_kind(catalog.PINS["vllm.gce"])].read_text().replace(f"flashinfer-python=={GCE.pins['flashinfer-python']} ",
                                                  "flashinfer-python==0.7.3 ")
     problems = lock.check(bad)
     assert len(problems) == 1 and "flashinfer-python==0.7.3" in problems[0]

@@ -32,7 +32,8 @@ def test_installing_the_project_adds_only_gemma4_t4(tmp_path):
     assert {"cli/__init__.py", "core/plan.py", "catalog/pins.py", "contract.py", "components/gce.py",
             "components/package.py", "clouds/gce.py", "program.py"} <= files
     data = {p.relative_to(site / "gemma4_t4").as_posix() for p in (site / "gemma4_t4").rglob("*") if p.is_file()}
-    assert {"cloudinit/bootstrap.sh", "cloudinit/units/gemma4-vllm.service", "cloudinit/locks/vllm-gce.txt",
+    assert {"cloudinit/bootstrap.sh", "cloudinit/units/gemma4-vllm.service", "cloudinit/locks/vllm-gce-0.30.0.txt",
+            "cloudinit/locks/vllm-gce-0.33.0.txt",
             "turing/Dockerfile", "turing/pyproject.toml", "turing/turing_clamp/plugin.py",
             "components/schema.json"} <= data
     assert not [name for name in data if name.startswith(("turing/results", "turing/gpu", "cloudinit/__"))]

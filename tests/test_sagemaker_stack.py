@@ -13,7 +13,9 @@ import yaml
 from conftest import REPO, require_tool, run
 
 from gemma4_t4 import catalog, clouds
+from gemma4_t4.clouds.sagemaker import World as SageMakerWorld
 from gemma4_t4.components import image_build
+from gemma4_t4.components import provider_answers as answers
 from gemma4_t4.core.plan import SECRET_PLACEHOLDER
 
 pytestmark = pytest.mark.components
@@ -309,23 +311,37 @@ def test_kept_images_live_in_a_fixed_repository_that_survives_destroy(run_stack)
     assert repo.options["retainOnDelete"] is True and repo.inputs["forceDelete"] is False
 
 
-def test_the_next_up_adopts_the_kept_repository(run_stack, monkeypatch):
+def test_the_next_up_adopts_the_kept_repository(run_stack):
     """After a destroy kept it, the repository exists but is not in the state: the program imports
     it (a no-op once it is in the state), so its image is found by tag and not rebuilt."""
-    looked_up = []
-    monkeypatch.setattr(image_build, "kept_repository_exists", lambda name, invoke: looked_up.append(name) or True)
-    plan = run_stack("sagemaker-t4", "keepImages=true")
-    assert looked_up == ["gemma4-t4/sagemaker-t4"]
+    world = {"sagemaker": SageMakerWorld(repositories={"gemma4-t4/sagemaker-t4"})}
+    plan = run_stack("sagemaker-t4", "keepImages=true", world=world)
     repo = plan.one("aws:ecr/repository:Repository")
     assert repo.options["importId"] == repo.state["name"] == "gemma4-t4/sagemaker-t4"
     request = json.loads(_build_env(plan)["GEMMA4_T4_BUILD"])
     assert request["repository"] == "gemma4-t4/sagemaker-t4"
 
 
-def test_a_missing_kept_repository_is_created(run_stack, monkeypatch):
-    monkeypatch.setattr(image_build, "kept_repository_exists", lambda name, invoke: False)
+def test_a_missing_kept_repository_is_created(run_stack):
+    """getRepository answers a missing repository with the provider's error (provider_answers cites it)."""
     repo = run_stack("sagemaker-t4", "keepImages=true").one("aws:ecr/repository:Repository")
     assert repo.inputs["name"] == "gemma4-t4/sagemaker-t4" and repo.options["importId"] == ""
+
+
+def test_a_repository_lookup_denied_is_refused_not_read_as_absent(refused_stack):
+    error, partial = refused_stack("sagemaker-t4", "keepImages=true", world={"sagemaker": SageMakerWorld(denied=True)})
+    assert "could not read whether the kept ECR repository gemma4-t4/sagemaker-t4 exists" in error.problem
+    assert "AccessDeniedException" in error.problem and "ecr:DescribeRepositories" in error.fix
+    assert not any(r.type == "aws:ecr/repository:Repository" for r in partial.resources)
+
+
+def test_the_providers_answer_for_a_missing_repository_is_read_as_absent():
+    failure = answers.engine_failure(answers.GET_REPOSITORY, answers.repository_not_found("gemma4-t4/x"))
+    assert answers.is_repository_not_found(failure, "gemma4-t4/x")
+    assert not answers.is_repository_not_found(failure, "gemma4-t4/y")
+    denied = answers.engine_failure(answers.GET_REPOSITORY,
+                                    answers.repository_access_denied("gemma4-t4/x", "123456789012", "us-east-2"))
+    assert not answers.is_repository_not_found(denied, "gemma4-t4/x")
 
 
 # --- the gate's verdicts on the torch builds it can meet ------------------------------------------------

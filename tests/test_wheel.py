@@ -22,9 +22,12 @@ from gemma4_t4 import clouds
 pytestmark = [pytest.mark.build, pytest.mark.index]
 
 # A user's unit test of the example, as Pulumi's testing guide writes one: mocks that echo the inputs and
-# answer the one provider function the components call without a name for it. getRegion answers with the
-# region of the provider it is asked through, as the AWS provider's aws_region data source does without
-# arguments (it reads its own configuration: terraform-provider-aws, internal/service/meta/region_data_source.go).
+# answer the provider functions the components call. getRegion answers with the region of the provider it is
+# asked through, as the AWS provider's aws_region data source does without arguments (it reads its own
+# configuration: terraform-provider-aws, internal/service/meta/region_data_source.go). getDisk answers that no
+# retained disk exists as the provider does, with an error (source: terraform-provider-google,
+# data_source_google_compute_disk.go:58-59 at e03b7622, `fmt.Errorf("%s not found", id)`; an answer of {}
+# is refused), as a mock fails an invoke: with a failure, which the SDK raises as "invoke of TOKEN failed: ...".
 RUNNER = '''
 import json, runpy, sys
 import pulumi
@@ -45,6 +48,9 @@ class Mocks(pulumi.runtime.Mocks):
         if args.token == "aws:index/getRegion:getRegion":
             name = args.provider.split("::")[3]
             return {"name": providers[name]["region"], "region": providers[name]["region"]}
+        if args.token == "gcp:compute/getDisk:getDisk":
+            # A mock fails an invoke by returning (result, [(property, reason)]); raising would crash the program.
+            return {}, [("", "projects/my-project/zones/%s/disks/%s not found" % (args.args["zone"], args.args["name"]))]
         return {}
 
 pulumi.runtime.set_mocks(Mocks(), project="two-servers", stack="test", preview=False)

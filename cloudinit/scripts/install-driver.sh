@@ -48,7 +48,11 @@ fi
 # (libglx-nvidia0, xserver-xorg-video-nvidia, ... not only nvidia-*) to the branch, so a newer
 # branch in the repository cannot half-upgrade the driver into unmet dependencies.
 apt-get install -y "nvidia-driver-pinning-$DRIVER_BRANCH"
-apt-get install -y nvidia-driver nvidia-kernel-open-dkms nvidia-modprobe
+# nvidia-persistenced keeps the driver initialised with no client (NVIDIA's driver persistence
+# guide: on a headless machine the driver otherwise tears the GPU down between clients, and each
+# nvidia-smi or vLLM start pays the initialisation again).
+apt-get install -y nvidia-driver nvidia-kernel-open-dkms nvidia-modprobe nvidia-persistenced
+systemctl enable nvidia-persistenced.service
 
 installed=$(dpkg-query -W -f='${Version}' nvidia-driver)
 case $installed in

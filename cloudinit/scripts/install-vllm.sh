@@ -18,7 +18,11 @@ want=$(sha256sum "$VLLM_LOCK" | cut -d' ' -f1)
 if [ "$(cat "$lock_stamp" 2>/dev/null || true)" = "$want" ]; then
   log "$VENV matches $VLLM_LOCK"
 else
-  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+  # A venv whose creation was stopped half-way (no pip yet) is made again: it is ours, and empty.
+  if ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV"
+  fi
   # The lock is complete (--no-deps) and hashed (pip refuses any other file); never a source build.
   "${pip[@]}" install --require-hashes --no-deps --only-binary :all: -r "$VLLM_LOCK"
   echo "$want" >"$lock_stamp"

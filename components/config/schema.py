@@ -91,6 +91,12 @@ def _json_object(value: Any) -> Any:
         except json.JSONDecodeError:
             raise ValueError("expected an object of NAME: VALUE pairs") from None
     if isinstance(value, dict):
+        for key, item in value.items():
+            if item is None:
+                # YAML `team:` or `team: null` is no value at all: json.dumps would send the text "null", and
+                # a component caller's None reaches the provider as None, which GCE refuses at create.
+                raise ConfigError(f"labels.{key}", "has no value (null): a label's value is text, possibly empty",
+                                  Set(f"labels.{key}", "VALUE"))
         return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
     return value
 
@@ -262,6 +268,7 @@ class GceT4ServerSettings(ServingSettings):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     allow_non_loopback_host: Flag = False
+    vllm_version: str = catalog.PINS["vllm.gce"]
 
     @property
     def region(self) -> str:
@@ -276,6 +283,16 @@ class GceT4ServerSettings(ServingSettings):
     @classmethod
     def _shape_for_the_gpus(cls, data: Any) -> Any:
         return _default_from_tensor_parallel(data, "machineType", "machine_type", catalog.n1_standard_for)
+
+    @field_validator("vllm_version")
+    @classmethod
+    def _locked_vllm(cls, version: str) -> str:
+        if version not in catalog.GCE_VLLM_VERSIONS:
+            known = ", ".join(f"{v} ({why})" for v, why in catalog.GCE_VLLM_VERSIONS.items())
+            raise ConfigError("vllmVersion", f"{version!r} has no lock and no fit results for the Turing clamp; the "
+                              f"guest installs only a locked, clamp-verified vLLM: {known}",
+                              Set("vllmVersion", catalog.PINS["vllm.gce"]))
+        return version
 
     @field_validator("port")
     @classmethod

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 PINS = {
-    # The GCE venv's vLLM, installed from cloudinit/locks/vllm-gce.txt (hashes, CPython 3.13, PyPI's
-    # CUDA 13 torch): the newest release whose dependencies resolve and that the fit checker covers.
-    # 0.34.0 cannot be installed at all: it pins flashinfer-python==0.7.3, which PyPI does not
-    # have (0.7.2.post1 and 0.7.4 exist; checked 2026-12-02 with `make guest-lock`).
-    "vllm.gce": "0.33.0",
+    # The GCE venv's default vLLM, installed from cloudinit/locks/vllm-gce-VERSION.txt (hashes, CPython
+    # 3.13, PyPI's CUDA 13 torch): the clamp-verified release that has served on a T4 (seed 002: 0.30.0
+    # with the clamp, on SageMaker's g4dn; seed 000 ran 0.29.0 on GCE without it). The config key
+    # vllmVersion picks another of GCE_VLLM_VERSIONS. 0.34.0 cannot be installed at all: it pins
+    # flashinfer-python==0.7.3, which PyPI does not have (0.7.2.post1 and 0.7.4 exist; checked
+    # 2026-12-02 with `make guest-lock`).
+    "vllm.gce": "0.30.0",
     # The vLLM inside the AWS SageMaker container we derive from.
     "vllm.sagemaker": "0.30.0",
     # Triton that each pinned vLLM's torch pulls in (torch 2.13.0 -> 3.7.1, 2.14.0 -> 3.8.0; vLLM 0.33.0
@@ -49,6 +51,15 @@ PINS = {
 }
 
 # vLLM versions the Turing clamp is verified against, with the Triton each runs.
-CLAMP_VERIFIED_VLLM = {v: PINS[f"triton.for_vllm.{v}"] for v in (PINS["vllm.sagemaker"], PINS["vllm.gce"])}
+CLAMP_VERIFIED_VLLM = {v: PINS[f"triton.for_vllm.{v}"] for v in ("0.30.0", "0.33.0")}
+
+# The vLLM versions a GCE guest may install (vllmVersion), each with its lock
+# (cloudinit/locks/vllm-gce-VERSION.txt, `make guest-lock`): the clamp-verified ones, and how far each has run.
+# 0.30.0: served Gemma 4 on a T4 with the clamp (seed 002, SageMaker ml.g4dn, vLLM's own image).
+# 0.33.0 (torch 2.14, Triton 3.8): resolved and installed by CI's lock check only; never run on a T4.
+GCE_VLLM_VERSIONS = {
+    "0.30.0": "served Gemma 4 on a T4 with the clamp (seed 002)",
+    "0.33.0": "lock resolved in CI; not yet run on a T4",
+}
 
 

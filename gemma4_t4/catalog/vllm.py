@@ -50,6 +50,12 @@ TP_COMMUNICATION_OVERHEAD_GIB = 0.25
 # vLLM refuses max_num_seqs above max_num_batched_tokens (vllm/config/scheduler.py).
 MAX_NUM_SEQS = DEFAULT_MAX_NUM_BATCHED_TOKENS
 
+# The shortest chat request measured: one user line ("Name the four inner planets, comma separated.")
+# through Gemma 4's chat template is 18 prompt tokens (seed 000, vLLM 0.29.0, usage.prompt_tokens of
+# google/gemma-4-E2B-it-qat-w4a16-ct). A max_model_len at or under it is accepted at start-up, then every
+# chat request is refused: the rendered prompt alone fills the context. Keyed by config.json's model_type prefix.
+SHORTEST_CHAT_PROMPT_TOKENS = {"gemma4": 18}
+
 # The seeds' measured start-ups on one T4, the plan's calibration and check.
 SEED_000_E2B_QAT = {  # seed 000 engine log, vLLM 0.29.0, google/gemma-4-E2B-it-qat-w4a16-ct
     "dtype": "float16", "max_model_len": 16384, "gpu_memory_utilization": 0.9, "max_num_seqs": 8,

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..components import provider_answers as answers
 from ..components.config import GceT4ServerSettings, gce_name
 from ..core import capacity, lifecycle, preflight
 from ..core.capacity import RegionsReport
@@ -22,21 +23,31 @@ DISK = "gcp:compute/disk:Disk"
 @dataclass
 class World:
     """What exists in GCE before the program runs, as the provider's invokes read it.
-    disks: name -> {"zone", "sizeGb", "type", "users": [instance self links], "labels"}."""
+    disks: name -> {"zone", "sizeGb", "type", "users": [instance self links], "labels"};
+    forbidden: the deploying account may not read disks (compute.disks.get)."""
 
     disks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    forbidden: bool = False
 
     def get_disk(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        name, zone = args["name"], args.get("zone")
+        name, zone = args["name"], str(args.get("zone") or "")
+        project = args.get("project") or MOCK_GCP_PROJECT
+        if self.forbidden:
+            # source: answers.disk_forbidden (resource_compute_disk.go:1311 -> transport.go:279-280, googleapi's
+            # 403 text from hashicorp/packer#12159), through the bridge and the engine (answers.engine_failure).
+            raise ProviderInvokeError(answers.engine_failure(answers.GET_DISK,
+                                                             answers.disk_forbidden(project, zone, name)))
         disk = self.disks.get(name)
         if disk is None or (zone and disk["zone"] != zone):
-            # What pulumi-gcp's getDisk reports for a missing disk (the engine fails the invoke).
-            raise ProviderInvokeError(
-                "invocation of gcp:compute/getDisk:getDisk returned an error: googleapi: Error 404: The resource "
-                f"'projects/{MOCK_GCP_PROJECT}/zones/{zone}/disks/{name}' was not found, notFound")
-        link = f"https://www.googleapis.com/compute/v1/projects/{MOCK_GCP_PROJECT}/zones/{disk['zone']}"
-        return {"id": f"projects/{MOCK_GCP_PROJECT}/zones/{disk['zone']}/disks/{name}", "name": name,
-                "zone": disk["zone"], "project": MOCK_GCP_PROJECT, "size": float(disk["sizeGb"]),
+            # source: answers.disk_not_found (terraform-provider-google data_source_google_compute_disk.go:58-59
+            # at e03b7622: "<id> not found"), through the bridge and the engine (answers.engine_failure).
+            raise ProviderInvokeError(answers.engine_failure(answers.GET_DISK,
+                                                             answers.disk_not_found(project, zone, name)))
+        link = f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{disk['zone']}"
+        # source: the data source's schema is google_compute_disk's (data_source_google_compute_disk.go:30,
+        # DatasourceSchemaFromResourceSchema): id, name, zone, project, size, type (a self link), users, labels.
+        return {"id": answers.disk_id(project, disk["zone"], name), "name": name,
+                "zone": disk["zone"], "project": project, "size": float(disk["sizeGb"]),
                 "type": f"{link}/diskTypes/{disk['type']}", "users": list(disk.get("users", [])),
                 "selfLink": f"{link}/disks/{name}", "labels": disk.get("labels", {})}
 
@@ -65,7 +76,7 @@ class Gce(Cloud):
         return gce_name(f"{project}-{stack}")
 
     def mock_invokes(self, world: World | None) -> dict[str, Invoke]:
-        return {"gcp:compute/getDisk:getDisk": (world or World()).get_disk}
+        return {answers.GET_DISK: (world or World()).get_disk}
 
     def target(self, stack: str, outputs: Mapping[str, Any]) -> Target:
         target, port = outputs["target"], int(outputs["port"])

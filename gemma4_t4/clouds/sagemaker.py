@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..components import provider_answers as answers
 from ..components.config import SageMakerT4EndpointSettings
 from ..core import capacity, preflight
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate
 from ..core.lifecycle import SAGEMAKER_NOT_STOPPABLE
-from ..core.plan import Plan
+from ..core.plan import MOCK_ACCOUNT, Invoke, Plan, ProviderInvokeError
 from ..core.preflight import Check, Needs
 from ..core.targets import SageMakerTarget, Target
 from ..errors import ConfigError, Set
@@ -54,6 +56,38 @@ def build_environment(config: Mapping[str, Any]) -> dict[str, Any]:
     return env
 
 
+# The region the plan's mocks make resources in (core.plan.mock_state's ARNs and URLs).
+MOCK_REGION = "us-east-2"
+
+
+@dataclass
+class World:
+    """What exists in the AWS account before the program runs, as the provider's invokes read it.
+    repositories: the ECR repositories by name; denied: the deploying account may not describe them."""
+
+    repositories: set[str] = field(default_factory=set)
+    denied: bool = False
+
+    def get_repository(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        name = args["name"]
+        if self.denied:
+            # source: answers.repository_access_denied (repository_data_source.go's AppendErrorf over the AWS
+            # SDK for Go v2's text), through the bridge and the engine (answers.engine_failure).
+            raise ProviderInvokeError(answers.engine_failure(
+                answers.GET_REPOSITORY, answers.repository_access_denied(name, MOCK_ACCOUNT, MOCK_REGION)))
+        if name not in self.repositories:
+            # source: answers.repository_not_found (terraform-provider-aws repository_data_source.go:
+            # "reading ECR Repository (%s): %s" over retry.NotFoundError's "couldn't find resource").
+            raise ProviderInvokeError(answers.engine_failure(answers.GET_REPOSITORY,
+                                                             answers.repository_not_found(name)))
+        # source: aws_ecr_repository's data source schema (repository_data_source.go): arn, name, registry_id,
+        # repository_url, image_tag_mutability, most_recent_image_tags, tags.
+        return {"id": name, "name": name, "registryId": MOCK_ACCOUNT,
+                "arn": f"arn:aws:ecr:{MOCK_REGION}:{MOCK_ACCOUNT}:repository/{name}",
+                "repositoryUrl": f"{MOCK_ACCOUNT}.dkr.ecr.{MOCK_REGION}.amazonaws.com/{name}",
+                "imageTagMutability": "IMMUTABLE", "mostRecentImageTags": [], "tags": {"app": "gemma4-t4"}}
+
+
 class SageMaker(Cloud):
     name = "sagemaker"
     title = "Amazon SageMaker: an ml.g4dn endpoint"
@@ -70,6 +104,8 @@ class SageMaker(Cloud):
         "idleStopMinutes": "endpointTtl (EventBridge Scheduler deletes the endpoint)",
         "spot": "nothing: SageMaker endpoints have no spot capacity",
         "machineType": "instanceType",
+        "vllmVersion": "nothing: the endpoint runs the vLLM of the AWS container it derives from "
+                       "(catalog pin vllm.sagemaker)",
     }
 
     def name_prefix(self, project: str, stack: str) -> str:
@@ -86,6 +122,9 @@ class SageMaker(Cloud):
         if env := build_environment(config):
             args["image_build_environment"] = env
         return args
+
+    def mock_invokes(self, world: World | None) -> dict[str, Invoke]:
+        return {answers.GET_REPOSITORY: (world or World()).get_repository}
 
     def target(self, stack: str, outputs: Mapping[str, Any]) -> Target:
         target = outputs["target"]

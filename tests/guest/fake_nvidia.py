@@ -8,9 +8,11 @@ behave like the driver's on a VM with a Tesla T4.
 - nvidia-driver depends, version for version, on nvidia-kernel-open-dkms, libglx-nvidia0,
   libegl-nvidia0, xserver-xorg-video-nvidia, nvidia-smi, nvidia-modprobe: a pin that misses any
   of them leaves apt with unmet dependencies once the newer branch is there.
-- nvidia-kernel-open-dkms: the "module" loads at the next boot (a unit marks it loaded, as the
+- nvidia-kernel-open-dkms: its configure step "builds" for 20 s (DKMS compiles at configure time); the
+  "module" loads at the next boot (a unit marks it loaded, as the
   DKMS-built module would be), never at install time: `modprobe nvidia` finds nothing, so the
   guest takes its reboot path.
+- nvidia-persistenced: a unit that stays active (the daemon's service, enabled by the guest).
 - nvidia-smi answers as a Tesla T4 once the module is loaded; nvidia-modprobe -u creates
   /dev/nvidia-uvm, and like the setuid original it fails unless it runs with root's privileges.
 """
@@ -61,6 +63,36 @@ mkdir -p {state}
 echo "uvm loaded by uid $(id -u)" >> {state}/uvm.log
 """
 
+# source: NVIDIA's Driver Persistence guide (docs.nvidia.com/deploy/driver-persistence: the daemon,
+# nvidia-persistenced, "is intended as a replacement for persistence mode" and runs as a service);
+# the stand-in's unit only stays active, as the daemon does.
+PERSISTENCED_UNIT = """[Unit]
+Description=NVIDIA Persistence Daemon stand-in
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/true
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+# source: Debian's DKMS packaging (dh_dkms: the package's postinst runs `dkms install` for the module, which
+# compiles it at configure time, minutes on 2 vCPUs); the stand-in's build takes 20 s and marks itself on the
+# boot disk, so the boot test can stop the VM in the middle of it, as a preemption would.
+DKMS_BUILDING = "/var/lib/nvidia-standin/dkms-building"
+DKMS_POSTINST = f"""#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+  mkdir -p "$(dirname {DKMS_BUILDING})"
+  touch {DKMS_BUILDING}
+  echo "nvidia-kernel-open-dkms stand-in: building the module (DKMS)"
+  sleep 20
+  rm -f {DKMS_BUILDING}
+fi
+"""
+
 MODULE_UNIT = """[Unit]
 Description=NVIDIA module stand-in: loaded at boot, as the DKMS-built module is
 DefaultDependencies=no
@@ -76,7 +108,7 @@ WantedBy=sysinit.target
 
 
 def _deb(out: Path, name: str, version: str, depends: str = "", files: dict[str, tuple[str, int]] | None = None,
-         links: dict[str, str] | None = None) -> Path:
+         links: dict[str, str] | None = None, postinst: str | None = None) -> Path:
     root = out / "build" / f"{name}_{version}"
     (root / "DEBIAN").mkdir(parents=True, exist_ok=True)
     control = [f"Package: {name}", f"Version: {version}", "Architecture: all" if name == "cuda-keyring"
@@ -85,6 +117,9 @@ def _deb(out: Path, name: str, version: str, depends: str = "", files: dict[str,
     if depends:
         control.insert(3, f"Depends: {depends}")
     (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
+    if postinst:
+        (root / "DEBIAN" / "postinst").write_text(postinst)
+        (root / "DEBIAN" / "postinst").chmod(0o755)
     for path, (text, mode) in (files or {}).items():
         target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -114,11 +149,14 @@ def build(out: Path, repo_url: str) -> None:
         unit = "/usr/lib/systemd/system/nvidia-standin-module.service"
         debs.append(_deb(out, "nvidia-kernel-open-dkms", version,
                          files={unit: (MODULE_UNIT.format(state=STATE, version=version.split("-")[0]), 0o644)},
-                         links={"/etc/systemd/system/sysinit.target.wants/nvidia-standin-module.service": unit}))
+                         links={"/etc/systemd/system/sysinit.target.wants/nvidia-standin-module.service": unit},
+                         postinst=DKMS_POSTINST))
         debs.append(_deb(out, "nvidia-smi", version,
                          files={"/usr/bin/nvidia-smi": (NVIDIA_SMI.format(state=STATE), 0o755)}))
         debs.append(_deb(out, "nvidia-modprobe", version,
                          files={"/usr/bin/nvidia-modprobe": (NVIDIA_MODPROBE.format(state=STATE), 0o755)}))
+        debs.append(_deb(out, "nvidia-persistenced", version,
+                         files={"/usr/lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644)}))
         for name in ("libglx-nvidia0", "libegl-nvidia0", "xserver-xorg-video-nvidia"):
             debs.append(_deb(out, name, version))
     stanzas = []

@@ -10,8 +10,17 @@ What the test root filesystem adds to a plain Debian 13 (everything else is the 
   so its GCE datasource would refuse to run; a .pth hook answers "Google Compute Engine";
 - pip's index: the wheelhouse (no-index + find-links), the host's one copy of the lock's wheels;
 - the test CA, for the NVIDIA stand-in's TLS;
-- libnuma1 and g++, which vLLM's CPU build (the stand-in for the CUDA build) needs (torch's
-  inductor compiles C++ for the CPU; on the T4 it compiles with Triton for the GPU).
+- libnuma1, which vLLM's CPU build (the stand-in for the CUDA build) needs. No g++: the GCE image
+  has none, and the guest installs it (Inductor compiles C++ when a graph needs it).
+
+What it keeps of the Debian 13 GCE image's conditions (source: the image's apt setup as a VM shows it,
+issue 20's review; Debian's unattended-upgrades package and apt's own apt-daily units):
+- unattended-upgrades installed and enabled (/etc/apt/apt.conf.d/20auto-upgrades), apt's daily
+  services ordered after the startup-script unit (Google's unit is Before=apt-daily.service) and, here,
+  started at every boot right after it with no random sleep, so they hold apt's lock just as
+  provisioning starts (on the VM the timers do so at a random time; the test makes it certain);
+- the sources trixie, trixie-updates and trixie-backports (trixie-security is left out: the stand-in
+  network passes only the mirror's /debian through).
 """
 
 from __future__ import annotations
@@ -33,7 +42,13 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 SUITE = "trixie"
 PACKAGES = ["systemd", "systemd-sysv", "udev", "python3", "curl", "ca-certificates", "e2fsprogs", "kmod",
-            "procps", "libnuma1", "g++"]
+            "procps", "libnuma1", "unattended-upgrades"]
+SOURCES = "".join(f"deb http://deb.debian.org/debian {suite} main\n"
+                  for suite in ("trixie", "trixie-updates", "trixie-backports"))
+# source: Debian's unattended-upgrades (its README: 20auto-upgrades turns on the daily list update and
+# the upgrade); RandomSleep 0 is the test's own, so apt's lock is held when provisioning starts.
+AUTO_UPGRADES = ('APT::Periodic::Update-Package-Lists "1";\nAPT::Periodic::Unattended-Upgrade "1";\n'
+                 'APT::Periodic::RandomSleep "0";\n')
 HOSTS = {"169.254.169.254": "metadata.google.internal metadata", "127.0.0.2": "deb.debian.org",
          "127.0.0.3": "developer.download.nvidia.com", "127.0.0.4": "wheels.gemma4-t4.test"}
 REBOOT_EXIT = 133  # systemd-nspawn's exit status when the container reboots
@@ -55,6 +70,7 @@ STARTUP_UNIT = """[Unit]
 Description=Google Compute Engine Startup Scripts (boot-test stand-in)
 Wants=network-online.target
 After=network-online.target
+Before=apt-daily.service apt-daily-upgrade.service
 
 [Service]
 Type=oneshot
@@ -101,7 +117,7 @@ def host_debian_mirror() -> str:
 
 def rootfs_tarball(cache: Path) -> Path:
     """Debian 13 with the test's additions, built once per content (mmdebstrap) and cached."""
-    spec = json.dumps([SUITE, PACKAGES, HOSTS, STARTUP_RUNNER, STARTUP_UNIT, DMI_HOOK, PIP_CONF])
+    spec = json.dumps([SUITE, PACKAGES, HOSTS, STARTUP_RUNNER, STARTUP_UNIT, DMI_HOOK, PIP_CONF, SOURCES, AUTO_UPGRADES])
     tarball = cache / f"debian13-{hashlib.sha256(spec.encode()).hexdigest()[:12]}.tar"
     if tarball.exists():
         return tarball
@@ -116,6 +132,8 @@ def rootfs_tarball(cache: Path) -> Path:
     (staging / "unit").write_text(STARTUP_UNIT)
     (staging / "dmi.py").write_text(DMI_HOOK)
     (staging / "pip.conf").write_text(PIP_CONF)
+    (staging / "sources.list").write_text(SOURCES)
+    (staging / "20auto-upgrades").write_text(AUTO_UPGRADES)
     hooks = [
         f'cp {staging}/hosts "$1/etc/hosts"',
         f'install -m 0755 {staging}/runner "$1/usr/local/sbin/gce-startup-script-runner"',
@@ -125,7 +143,11 @@ def rootfs_tarball(cache: Path) -> Path:
         f'cp {staging}/dmi.py "$1/usr/lib/python3/dist-packages/_gce_dmi_standin.py"',
         'echo "import _gce_dmi_standin" > "$1/usr/lib/python3/dist-packages/_gce_dmi_standin.pth"',
         f'cp {staging}/pip.conf "$1/etc/pip.conf"',
-        'echo "deb http://deb.debian.org/debian trixie main" > "$1/etc/apt/sources.list"',
+        f'cp {staging}/sources.list "$1/etc/apt/sources.list"',
+        f'cp {staging}/20auto-upgrades "$1/etc/apt/apt.conf.d/20auto-upgrades"',
+        # apt's daily services at every boot, after the startup-script unit (as its timers may on the VM)
+        *(f'ln -sf /usr/lib/systemd/system/{unit} "$1/etc/systemd/system/multi-user.target.wants/{unit}"'
+          for unit in ("apt-daily.service", "apt-daily-upgrade.service")),
         'echo gemma4-t4 > "$1/etc/hostname"',
     ]
     partial = tarball.with_suffix(".partial.tar")  # mmdebstrap picks the format by suffix
@@ -214,6 +236,19 @@ class DataDisk:
                 sh("swapoff", str(mnt / "swapfile"), check=False)
             finally:
                 sh("umount", str(mnt), check=False)
+        mnt.rmdir()
+
+    def remove(self, relative: str) -> None:
+        """Delete RELATIVE on the disk from the host (no VM may have it attached)."""
+        mnt = self.image.with_suffix(".mnt")
+        mnt.mkdir(exist_ok=True)
+        sh("mount", self.device, str(mnt))
+        try:
+            target = (mnt / relative).resolve()
+            assert target.is_relative_to(mnt.resolve()) and target != mnt.resolve(), target
+            shutil.rmtree(target, ignore_errors=True)
+        finally:
+            sh("umount", str(mnt))
         mnt.rmdir()
 
     def close(self) -> None:
@@ -314,6 +349,13 @@ class VM:
             time.sleep(0.5)
         self.kill()
         raise TimeoutError(f"{self.name} did not {'reboot' if reboot else 'power off'} in {timeout:.0f} s")
+
+    def power_cycle(self) -> None:
+        """Stopped at once, as a preemption or a stop past its grace period ends a VM, then started again on
+        the same boot disk."""
+        self.kill()
+        self.stopped.clear()
+        self.start()
 
     def kill(self) -> None:
         """Stop at once, leaving nothing: the container's PID 1 first (SIGKILL to a PID
