@@ -110,6 +110,9 @@ class TuringImage(pulumi.ComponentResource):
         adopt = kept if kept and kept_repository_exists(kept, invoke) else None
         super().__init__(type_token(TuringImage), name, None, with_alias(opts, LEGACY_TYPE))
         child = pulumi.ResourceOptions(parent=self)
+        # What the component was made to wait for (e.g. an account check): the upload and the build wait too,
+        # since a component's depends_on does not hold back its children.
+        after = list(opts.depends_on) if opts and isinstance(opts.depends_on, list) else []
         tag = f"vllm-{args['vllm_version']}-sm75-{context_hash(base_image)}"
 
         repository = aws.ecr.Repository(
@@ -137,7 +140,7 @@ class TuringImage(pulumi.ComponentResource):
         context = aws.s3.BucketObjectv2(
             f"{name}-context-archive", bucket=bucket.id, key=f"context/{tag}.zip",
             source=pulumi.AssetArchive({k: pulumi.FileAsset(str(v)) for k, v in build_context_files().items()}),
-            opts=child)
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after))
 
         log_group = aws.cloudwatch.LogGroup(f"{name}-build-logs", retention_in_days=14, tags=tags, opts=child)
         base_repository_arn = _ecr_repository_arn(base_image)
@@ -162,7 +165,7 @@ class TuringImage(pulumi.ComponentResource):
                                                    location=pulumi.Output.concat(bucket.id, "/", context.key)),
             artifacts=aws.codebuild.ProjectArtifactsArgs(type="NO_ARTIFACTS"),
             environment=aws.codebuild.ProjectEnvironmentArgs(
-                compute_type="BUILD_GENERAL1_MEDIUM",
+                compute_type=catalog.CODEBUILD_COMPUTE_TYPE,
                 image=CODEBUILD_IMAGE,
                 type="LINUX_CONTAINER",
                 privileged_mode=True,  # Docker inside the build
@@ -191,7 +194,7 @@ class TuringImage(pulumi.ComponentResource):
             .apply(lambda given: {"AWS_REGION": region, **given[0], "GEMMA4_T4_BUILD": given[1]}),
             triggers=[tag],
             # The policy too: a build started before its permissions exist fails with AccessDenied.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[project, context, role_policy]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[project, context, role_policy, *after]),
         )
         self.tag = pulumi.Output.from_input(tag)
         self.repository_url = repository.repository_url

@@ -16,6 +16,8 @@ with its target, deleted. Nothing scales an endpoint in while it is being create
 """
 
 import json
+import shlex
+import sys
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -46,6 +48,10 @@ DLQ_RETENTION_S = 14 * 24 * 3600
 
 
 VARIANT = "AllTraffic"
+# The account check before the build (gemma4_t4/clouds/aws_account_check.py), run by the interpreter of the
+# Pulumi program, like the build step.
+ACCOUNT_CHECK = f"{shlex.quote(sys.executable)} -m gemma4_t4.clouds.aws_account_check"
+ACCOUNT_CHECK_ENV = "GEMMA4_T4_ACCOUNT_CHECK"
 
 
 class SageMakerT4EndpointArgs(ServingArgs, total=False):
@@ -185,12 +191,14 @@ class SageMakerT4Endpoint(T4ServingComponent):
 
         profile = pulumi.Output.from_input(settings.profile or (provider.profile if isinstance(provider, aws.Provider)
                                                                  else None))
+        aws_environment = build_environment(provider, profile, settings.image_build_environment)
+        account_check = self._account_check(name, settings, region, aws_environment)
         image = TuringImage(f"{name}-image", {
             "base_image": settings.base_image, "vllm_version": catalog.PINS["vllm.sagemaker"], "region": region,
             "keep_images": settings.keep_images, "name_prefix": settings.name_prefix or default_prefix(name),
-            "tags": settings.labels,
-            "build_environment": build_environment(provider, profile, settings.image_build_environment)},
-            opts=child)
+            "tags": settings.labels, "build_environment": aws_environment},
+            # The upload and the build wait for the account check: nothing bills before it passed.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[account_check]))
 
         if settings.execution_role_arn is None:
             role, role_policy = service_role(f"{name}-execution", "sagemaker.amazonaws.com", [
@@ -269,6 +277,20 @@ class SageMakerT4Endpoint(T4ServingComponent):
             cost_per_hour_usd=cost_per_hour_usd(settings),
             billing_after_destroy_usd_per_month=billing_after_destroy_usd_per_month(settings),
         )
+
+    def _account_check(self, name: str, settings: SageMakerT4EndpointSettings, region: str,
+                       environment: pulumi.Output[dict[str, str]]) -> command.local.Command:
+        """CodeBuild's build quota and the endpoint quota, asked at `up` (not at preview) before the image
+        build (gemma4_t4/clouds/aws_account_check.py). It runs again when what sizes the endpoint changes."""
+        request = json.dumps({"stack": pulumi.get_stack(), "instance_type": settings.instance_type,
+                              "instances": settings.instance_count, "most": settings.instances_max,
+                              "compute_type": catalog.CODEBUILD_COMPUTE_TYPE})
+        return command.local.Command(
+            f"{name}-account-check",
+            create=ACCOUNT_CHECK,
+            environment=environment.apply(lambda given: {"AWS_REGION": region, **given, ACCOUNT_CHECK_ENV: request}),
+            triggers=[request],
+            opts=pulumi.ResourceOptions(parent=self))
 
     def _autoscale(self, name: str, args: SageMakerT4EndpointSettings, endpoint: aws.sagemaker.Endpoint,
                    tags: dict[str, str]) -> aws.appautoscaling.Target:

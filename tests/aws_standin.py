@@ -9,7 +9,7 @@ here, in its own process, on its backends:
   a chosen phase with CodeBuild's context message.
 - ECR: moto keeps every repository in the caller's account (registryId is ignored), so the AWS
   base image registry is a repository of the caller's account here.
-- Service Quotas: moto knows only the VPC quotas; `add_sagemaker_quotas` adds SageMaker's
+- Service Quotas: moto knows only the VPC quotas; `add_quotas` adds SageMaker's and CodeBuild's
   (default values, and applied values where a test sets them).
 - EventBridge Scheduler: moto stores schedules but never fires them; `fire_schedule` does what
   the service does at the schedule's time for a universal target: the target's SDK call with the
@@ -142,24 +142,27 @@ class CodeBuildWorker:
 # --- Service Quotas -----------------------------------------------------------------------------------
 
 
-def add_sagemaker_quotas(monkeypatch, defaults: dict[str, float], applied: dict[str, float]) -> dict[str, str]:
-    """SageMaker's endpoint-usage quotas in moto: {quota name: default} as AWS lists them, and
-    {quota name: applied value} for the account. Returns {name: quota code} (made-up codes)."""
+def add_quotas(monkeypatch, service: str, service_name: str, defaults: dict[str, float], applied: dict[str, float],
+               codes: dict[str, str] | None = None) -> dict[str, str]:
+    """SERVICE's quotas in moto: {quota name: default} as AWS lists them (ListAWSDefaultServiceQuotas), and
+    {quota name: applied value} for the account (GetServiceQuota; a quota with none applied answers
+    NoSuchResourceException, as AWS does). Returns {name: quota code}: CODES where the catalog records the
+    real ones, else made-up codes. Several services may be added; each call chains to the previous."""
     from moto.servicequotas.exceptions import NoSuchResource
     from moto.servicequotas.models import ServiceQuotasBackend
 
-    codes = {name: f"L-STANDIN{i:02d}" for i, name in enumerate(defaults)}
-    entries = {codes[name]: {"ServiceCode": "sagemaker", "ServiceName": "Amazon SageMaker", "QuotaCode": codes[name],
+    codes = codes or {name: f"L-STANDIN{i:02d}" for i, name in enumerate(defaults)}
+    entries = {codes[name]: {"ServiceCode": service, "ServiceName": service_name, "QuotaCode": codes[name],
                              "QuotaName": name, "Value": value, "Unit": "None", "Adjustable": True,
                              "GlobalQuota": False} for name, value in defaults.items()}
     original_list, original_get = (ServiceQuotasBackend.list_aws_default_service_quotas,
                                    ServiceQuotasBackend.get_service_quota)
 
     def list_defaults(self, service_code):
-        return list(entries.values()) if service_code == "sagemaker" else original_list(self, service_code)
+        return list(entries.values()) if service_code == service else original_list(self, service_code)
 
     def get_quota(self, service_code, quota_code):
-        if service_code != "sagemaker":
+        if service_code != service:
             return original_get(self, service_code, quota_code)
         name = next((n for n, c in codes.items() if c == quota_code), None)
         if name not in applied:
@@ -169,6 +172,22 @@ def add_sagemaker_quotas(monkeypatch, defaults: dict[str, float], applied: dict[
     monkeypatch.setattr(ServiceQuotasBackend, "list_aws_default_service_quotas", list_defaults)
     monkeypatch.setattr(ServiceQuotasBackend, "get_service_quota", get_quota)
     return codes
+
+
+def add_sagemaker_quotas(monkeypatch, defaults: dict[str, float], applied: dict[str, float]) -> dict[str, str]:
+    """SageMaker's endpoint-usage quotas (made-up codes)."""
+    return add_quotas(monkeypatch, "sagemaker", "Amazon SageMaker", defaults, applied)
+
+
+def add_codebuild_quota(monkeypatch, default: float, applied: float | None) -> str:
+    """CodeBuild's quota for the project's compute type, by its real name and code (catalog/aws.py);
+    APPLIED None: nothing applied to the account. Returns the quota's name."""
+    from gemma4_t4 import catalog
+
+    name = catalog.CODEBUILD_BUILD_QUOTAS[catalog.CODEBUILD_COMPUTE_TYPE]
+    add_quotas(monkeypatch, "codebuild", "AWS CodeBuild", {name: default}, {} if applied is None else {name: applied},
+               codes={name: catalog.CODEBUILD_BUILD_QUOTA_CODES[catalog.CODEBUILD_COMPUTE_TYPE]})
+    return name
 
 
 # --- EventBridge Scheduler ----------------------------------------------------------------------------

@@ -119,7 +119,7 @@ def test_codebuild_builds_privileged_from_the_uploaded_context(run_stack):
     assert set(archive["source"]["archive"]) == {"Dockerfile", "buildspec.yml", "pyproject.toml", "sm75_gate.py",
                                                  *[f"turing_clamp/{p.name}" for p in
                                                    (REPO / "turing" / "turing_clamp").glob("*.py")]}
-    assert plan.one(COMMAND).inputs["triggers"] == [tag]
+    assert plan.one(COMMAND, "gemma4-t4-image-codebuild-run").inputs["triggers"] == [tag]
 
 
 def test_a_changed_clamp_changes_the_tag_and_an_unchanged_one_does_not(tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from ..catalog import CODEBUILD_COMPUTE_TYPE
 from ..components.config import SageMakerT4EndpointSettings
 from ..core import capacity, preflight
 from ..core.capacity import RegionsReport
@@ -103,10 +104,13 @@ class SageMaker(Cloud):
 
     def preflight(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> list[Check]:
         region = preflight.aws_region(needs)
-        quota, in_use, own, untyped = preflight.fetch_sagemaker(region, needs.instance_type, stack,
-                                                                preflight.aws_profile(config))
-        return preflight.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use, own,
-                                          needs.most if needs.most > needs.instances else None, untyped)
+        profile = preflight.aws_profile(config)
+        # The image build first: `pulumi up` builds before it creates the endpoint.
+        build = preflight.codebuild_check(region, CODEBUILD_COMPUTE_TYPE, preflight.fetch_codebuild_quota(
+            region, CODEBUILD_COMPUTE_TYPE, profile))
+        quota, in_use, own, untyped = preflight.fetch_sagemaker(region, needs.instance_type, stack, profile)
+        return [build, *preflight.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use, own,
+                                                   needs.most if needs.most > needs.instances else None, untyped)]
 
     def regions(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> RegionsReport:
         preflight.aws_region(needs)

@@ -1,0 +1,113 @@
+"""The account check `pulumi up` runs before the image build (gemma4_t4/clouds/aws_account_check.py), against
+moto's server on loopback, as the stack's Command runs it: a subprocess with the request the plan hands it.
+A new account (CodeBuild's build quota 0, or no endpoint quota) stops there, before the build context is
+uploaded and before any build starts. Budget: ~10 s."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from aws_standin import ACCOUNT, add_codebuild_quota, add_sagemaker_quotas
+from conftest import REPO
+
+from gemma4_t4 import catalog
+from gemma4_t4.clouds import aws_account_check
+
+pytestmark = [pytest.mark.components, pytest.mark.standin]
+
+COMMAND = "command:local:Command"
+CHECK = "gemma4-t4-account-check"
+G4DN = "ml.g4dn.xlarge for endpoint usage"
+CODEBUILD = catalog.CODEBUILD_BUILD_QUOTAS["BUILD_GENERAL1_MEDIUM"]
+
+
+@pytest.fixture
+def account(moto):
+    moto.reset()
+    return moto
+
+
+def planned_request(run_stack, *overrides: str) -> str:
+    return run_stack("sagemaker-t4", *overrides).one(COMMAND, CHECK).inputs["environment"][aws_account_check.REQUEST_ENV]
+
+
+def check(moto, request: str) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ["PATH"], **moto.env(), aws_account_check.REQUEST_ENV: request}
+    return subprocess.run([sys.executable, "-m", aws_account_check.MODULE], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def stack_endpoint(moto, instances: int) -> None:
+    """The stack's endpoint as a first `up` left it (tagged with the stack, as the component tags it)."""
+    sagemaker = moto.client("sagemaker")
+    sagemaker.create_model(ModelName="m", ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
+                           PrimaryContainer={"Image": f"{ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/r@sha256:0"})
+    sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[
+        {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.g4dn.xlarge",
+         "InitialInstanceCount": instances}])
+    sagemaker.create_endpoint(EndpointName="gemma", EndpointConfigName="c",
+                              Tags=[{"Key": catalog.SAGEMAKER_STACK_TAG, "Value": "sagemaker-t4"}])
+
+
+def test_the_upload_and_the_build_wait_for_the_check(run_stack):
+    plan = run_stack("sagemaker-t4")
+    check_urn = f"{COMMAND}::{CHECK}"
+    for type_, name in (("aws:s3/bucketObjectv2:BucketObjectv2", "gemma4-t4-image-context-archive"),
+                        (COMMAND, "gemma4-t4-image-codebuild-run")):
+        assert check_urn in plan.one(type_, name).options["dependsOn"], name
+    request = json.loads(plan.one(COMMAND, CHECK).inputs["environment"][aws_account_check.REQUEST_ENV])
+    assert request == {"stack": "sagemaker-t4", "instance_type": "ml.g4dn.xlarge", "instances": 1, "most": 1,
+                       "compute_type": "BUILD_GENERAL1_MEDIUM"}
+
+
+def test_a_new_account_with_no_codebuild_builds_stops_with_the_quota_and_its_fix(account, run_stack, monkeypatch):
+    add_codebuild_quota(monkeypatch, default=15.0, applied=0.0)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 2.0}, applied={})
+    result = check(account, planned_request(run_stack))
+    assert result.returncode == 1 and result.stdout == ""
+    assert f"refused: {CODEBUILD}: limit 0 (applied) in us-east-2" in result.stderr
+    assert ("--service-code codebuild --quota-code L-2DC20C30 --desired-value 1" in result.stderr
+            and "stopped before the image build (nothing uploaded, no build started)" in result.stderr)
+
+
+def test_an_endpoint_quota_of_zero_stops_the_up(account, run_stack, monkeypatch):
+    add_codebuild_quota(monkeypatch, default=1.0, applied=None)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={})
+    result = check(account, planned_request(run_stack))
+    assert result.returncode == 1
+    assert f"ok: {CODEBUILD}: limit 1 (AWS default; nothing applied to this account)" in result.stderr
+    assert f'refused: {G4DN}: limit 0' in result.stderr and f'request "{G4DN}" = 1 in us-east-2' in result.stderr
+
+
+def test_an_account_with_both_quotas_passes(account, run_stack, monkeypatch):
+    add_codebuild_quota(monkeypatch, default=1.0, applied=None)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 2.0})
+    result = check(account, planned_request(run_stack, "instanceCount=2"))
+    assert result.returncode == 0 and result.stdout == "ok\n", result.stderr
+
+
+def test_a_change_to_the_running_endpoint_needs_both_fleets(account, run_stack, monkeypatch):
+    """Blue/green: the old fleet serves until the new one is in service, so a change needs 2 x the count."""
+    add_codebuild_quota(monkeypatch, default=1.0, applied=None)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 1.0})
+    stack_endpoint(account, 1)
+    result = check(account, planned_request(run_stack))
+    assert result.returncode == 1
+    assert "refused: update of this stack's endpoint" in result.stderr and f'request "{G4DN}" = 2' in result.stderr
+
+
+def test_autoscaling_beyond_the_quota_is_a_note_not_a_refusal(account, run_stack, monkeypatch):
+    add_codebuild_quota(monkeypatch, default=1.0, applied=None)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 1.0})
+    result = check(account, planned_request(run_stack, "maxInstanceCount=3"))
+    assert result.returncode == 0 and "note: autoscaling to maxInstanceCount" in result.stderr, result.stderr
+
+
+def test_without_its_request_the_step_says_who_runs_it():
+    result = subprocess.run([sys.executable, "-m", aws_account_check.MODULE], cwd=REPO, timeout=60,
+                            env={"PATH": os.environ["PATH"]}, capture_output=True, text=True)
+    assert result.returncode == 2 and "run by `pulumi up`" in result.stderr
