@@ -61,7 +61,7 @@ def test_codebuild_builds_are_checked_before_the_endpoint(aws, monkeypatch):
     name = add_codebuild_quota(monkeypatch, default=15.0, applied=0.0)
     add_sagemaker_quotas(monkeypatch, {G4DN: 2.0}, applied={})
     result = checks()
-    assert list(result)[0] == name == "Concurrently running builds for Linux/Medium environment"
+    assert next(iter(result)) == name == "Concurrently running builds for Linux/Medium environment"
     assert not result[name].ok and "limit 0 (applied)" in result[name].detail
     assert "--quota-code L-2DC20C30 --desired-value 1" in result[name].fix and result[G4DN].ok
 
