@@ -42,7 +42,8 @@ CODEBUILD_IMAGE = "aws/codebuild/amazonlinux2-x86_64-standard:5.0"
 
 def build_context_files() -> dict[str, Traversable]:
     """Archive path -> file: what the Dockerfile COPYs (the clamp's source and the gate), plus the buildspec."""
-    return {**{name: guest.CLAMP_DIR / name for name in ("Dockerfile", "buildspec.yml", "sm75_gate.py")},
+    return {**{name: guest.CLAMP_DIR / name for name in ("Dockerfile", "buildspec.yml", "ecr-login.sh",
+                                                        "build-image.sh", "sm75_gate.py")},
             **guest.clamp_source()}
 
 
@@ -149,6 +150,10 @@ class TuringImage(pulumi.ComponentResource):
              "Resource": pulumi.Output.concat(log_group.arn, ":*")},
             {"Sid": "Context", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
              "Resource": pulumi.Output.concat(bucket.arn, "/context/*")},
+            # What AWS's reference CodeBuild service role allows on a source bucket besides reading objects
+            # (docs.aws.amazon.com/codebuild/latest/userguide/setting-up-service-role.html, read 2026-12-04).
+            {"Sid": "ContextBucket", "Effect": "Allow", "Action": ["s3:GetBucketAcl", "s3:GetBucketLocation"],
+             "Resource": bucket.arn},
             {"Sid": "EcrLogin", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
             {"Sid": "PullBase", "Effect": "Allow",
              "Action": ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"],

@@ -45,6 +45,9 @@ CLOCK = "date -u +%Y-%m-%dT%H:%M:%SZ"
 # Updating is tried again; what still fails lands in the dead-letter queue (kept 14 days).
 TTL_RETRY = {"maximum_retry_attempts": 185, "maximum_event_age_in_seconds": 86400}
 DLQ_RETENTION_S = 14 * 24 * 3600
+# The backstop schedule fires this long after the first: an update holds the endpoint in Updating about as
+# long as a create takes (seed 002: 13.3 minutes to InService), well within the hour.
+TTL_BACKSTOP = timedelta(hours=1)
 
 
 VARIANT = "AllTraffic"
@@ -348,25 +351,35 @@ class SageMakerT4Endpoint(T4ServingComponent):
             {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint.arn},
             {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": dead_letters.arn}]
         if scaling is not None:
-            # Deleting an autoscaled endpoint deregisters its target with the caller's rights, and
-            # fails without them (SageMaker: "Delete endpoints configured for auto scaling").
+            # Deleting an autoscaled endpoint deregisters its target with the caller's rights, and fails
+            # without them. AWS's page asks for the action, not for a target's ARN (SageMaker developer guide,
+            # "Delete endpoints configured for auto scaling", endpoint-delete-with-scaling.html, read
+            # 2026-12-04): the check is made by Application Auto Scaling on SageMaker's behalf. It lets the
+            # role stop autoscaling, nothing more; DeleteEndpoint stays this endpoint's alone.
             statements.append({"Effect": "Allow", "Action": "application-autoscaling:DeregisterScalableTarget",
-                               "Resource": scaling.arn})
+                               "Resource": "*"})
         role, policy = service_role(f"{name}-ttl", "scheduler.amazonaws.com", statements, tags, self)
         clock = command.local.Command(f"{name}-in-service-at", create=CLOCK, triggers=[endpoint.id],
                                       opts=pulumi.ResourceOptions(parent=self, depends_on=[endpoint]))
         deletes_at = clock.stdout.apply(lambda up: (datetime.fromisoformat(up.strip().replace("Z", "+00:00")) + ttl)
                                         .strftime("%Y-%m-%dT%H:%M:%SZ"))
-        aws.scheduler.Schedule(
-            f"{name}-ttl",
-            schedule_expression=deletes_at.apply(lambda at: f"at({at.rstrip('Z')})"),
-            schedule_expression_timezone="UTC",
-            flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
-            target=aws.scheduler.ScheduleTargetArgs(
-                arn=DELETE_ENDPOINT_TARGET, role_arn=role.arn,
-                input=pulumi.Output.json_dumps({"EndpointName": endpoint.name}),
-                retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(**TTL_RETRY),
-                dead_letter_config=aws.scheduler.ScheduleTargetDeadLetterConfigArgs(arn=dead_letters.arn)),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
-        )
+        target = aws.scheduler.ScheduleTargetArgs(
+            arn=DELETE_ENDPOINT_TARGET, role_arn=role.arn,
+            input=pulumi.Output.json_dumps({"EndpointName": endpoint.name}),
+            retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(**TTL_RETRY),
+            dead_letter_config=aws.scheduler.ScheduleTargetDeadLetterConfigArgs(arn=dead_letters.arn))
+        for suffix, after in (("", timedelta(0)), ("-backstop", TTL_BACKSTOP)):
+            # The backstop: the same delete again later. A delete refused while the endpoint is Updating is a
+            # 4xx, and whether Scheduler retries a universal target's 4xx is undocumented; if it does not, the
+            # first attempt goes to the dead-letter queue and only the backstop deletes the endpoint. After a
+            # delete that worked, the backstop's finds no endpoint and lands in the queue, harmlessly.
+            aws.scheduler.Schedule(
+                f"{name}-ttl{suffix}",
+                schedule_expression=deletes_at.apply(lambda at, after=after: "at({})".format(
+                    (datetime.fromisoformat(at.replace("Z", "+00:00")) + after).strftime("%Y-%m-%dT%H:%M:%S"))),
+                schedule_expression_timezone="UTC",
+                flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+                target=target,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
+            )
         return deletes_at, dead_letters.url

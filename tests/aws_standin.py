@@ -70,28 +70,43 @@ def _backend(service: str, account: str = ACCOUNT, region: str = REGION):
 # --- CodeBuild ------------------------------------------------------------------------------------
 
 
-def manifest(tag: str) -> str:
-    """A small image manifest; moto's digest is the sha256 of this text, like a registry's."""
-    return json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+def manifest(tag: str, media_type: str = "application/vnd.docker.distribution.manifest.v2+json") -> str:
+    """A small image manifest of MEDIA_TYPE (ECR reports it as imageManifestMediaType)."""
+    return json.dumps({"schemaVersion": 2, "mediaType": media_type,
                        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 2,
                                   "digest": "sha256:" + "c" * 64}, "layers": [], "annotations": {"tag": tag}})
 
 
 @dataclass
 class Outcome:
-    """What one build does: after ``polls`` looks, succeed (pushing ``push`` = (repository, tag))
-    or fail in ``phase`` with ``message``."""
+    """What one build does: after ``polls`` looks, succeed (pushing ``push`` = (repository, tag), as a manifest of
+    ``media_type``) or fail in ``phase`` with a phase context of ``status_code`` and ``message``."""
     status: str = "SUCCEEDED"
     phase: str = ""
     message: str = ""
     polls: int = 2
     push: tuple[str, str] | None = None
+    media_type: str = "application/vnd.docker.distribution.manifest.v2+json"
+    status_code: str = "CLIENT_ERROR"
+
+
+# StartBuild's answer to an account whose build quota is used up or 0 (CodeBuild API reference, StartBuild
+# errors: AccountLimitExceededException, "An AWS service limit was exceeded for the calling AWS account";
+# the message as published in aws-ia/terraform-aws-control_tower_account_factory#179, 2022-06-01).
+ACCOUNT_LIMIT_MESSAGE = "Cannot have more than 0 builds in queue for the account"
+
+
+def _account_limit_exceeded(message: str) -> Exception:
+    from moto.core.exceptions import JsonRESTError
+
+    return JsonRESTError("AccountLimitExceededException", message)
 
 
 @dataclass
 class CodeBuildWorker:
     outcomes: list[Outcome] = field(default_factory=list)
     started: list[dict[str, Any]] = field(default_factory=list)  # each start_build request as sent
+    refuse_start: str | None = None  # StartBuild answers AccountLimitExceededException with this message
     _polls: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -102,8 +117,16 @@ class CodeBuildWorker:
         worker, original_start = self, CodeBuildResponse.start_build
 
         def start_build(response_self):
-            worker.started.append(json.loads(response_self.body))
-            return original_start(response_self)
+            request = json.loads(response_self.body)
+            if worker.refuse_start is not None:
+                raise _account_limit_exceeded(worker.refuse_start)
+            worker.started.append(request)
+            result = original_start(response_self)
+            # The build as CodeBuild describes it (API reference, Build): its source at the override's location.
+            metadata = response_self.codebuild_backend.build_metadata[request["projectName"]].build_metadata
+            if request.get("sourceLocationOverride"):
+                metadata["source"] = {"type": "S3", "location": request["sourceLocationOverride"]}
+            return result
 
         def batch_get_builds(backend_self, ids):
             builds = [b for history in backend_self.build_metadata_history.values() for b in history if b["id"] in ids]
@@ -127,13 +150,14 @@ class CodeBuildWorker:
         build["phases"] = []
         for phase in phases:
             if outcome.status != "SUCCEEDED" and phase == outcome.phase:
-                build["phases"].append({"phaseType": phase, "phaseStatus": outcome.status,
-                                        "contexts": [{"statusCode": "CLIENT_ERROR", "message": outcome.message}]})
+                build["phases"].append({"phaseType": phase, "phaseStatus": outcome.status, "contexts": [
+                    {"statusCode": outcome.status_code, "message": outcome.message}]})
                 break
             build["phases"].append({"phaseType": phase, "phaseStatus": "SUCCEEDED"})
         if outcome.status == "SUCCEEDED" and outcome.push:
             repository, tag = outcome.push
-            _backend("ecr", backend.account_id, backend.region_name).put_image(repository, manifest(tag), tag)
+            _backend("ecr", backend.account_id, backend.region_name).put_image(
+                repository, manifest(tag, outcome.media_type), tag)
         build["buildStatus"] = outcome.status
         build["currentPhase"] = "COMPLETED"
         build["buildComplete"] = True
