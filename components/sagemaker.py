@@ -96,8 +96,11 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     """SageMaker host image; its driver must run the container's CUDA (the default's driver 580 runs CUDA 13)."""
     base_image: str
     """The AWS vLLM container (private ECR) the clamped image is built from."""
+    base_image_cuda: str
+    """The CUDA version the base image needs (MAJOR.MINOR, its NVIDIA_REQUIRE_CUDA), for a base whose tag does not
+    say it (-cuXYZ-), e.g. one given by digest alone; checked against the host image's driver."""
     startup_health_check_timeout_seconds: int
-    """How long SageMaker waits for the container to answer /ping, s."""
+    """How long SageMaker waits for the container to answer /ping, s (at least 300 on a T4)."""
     model_data_download_timeout_seconds: int
     """Model download time limit, s."""
     keep_images: bool

@@ -197,6 +197,19 @@ REFUSED = [
     ("model=", "gemma4-t4:model", "gemma4-t4:model"),
     ("baseImage=", "gemma4-t4:baseImage", "baseImage 763104351884"),
     ("instanceCount=0", "gemma4-t4:instanceCount", "instanceCount 1"),
+    # Configs that can never serve (issue 21): a startup window shorter than a T4 needs (seed 002), a base whose
+    # CUDA cannot be known, a region SageMaker does not have, a typo in the AWS provider's keys.
+    ("startupHealthCheckTimeoutSeconds=120", "gemma4-t4:startupHealthCheckTimeoutSeconds", "900"),
+    ("baseImage=763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm@sha256:" + "a" * 64, "gemma4-t4:baseImageCuda",
+     "baseImageCuda 13.0"),
+    ("baseImage=763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm:0.30.0-gpu-py312-cu130", "gemma4-t4:baseImageCuda",
+     "baseImageCuda 13.0"),
+    ("baseImageCuda=thirteen", "gemma4-t4:baseImageCuda", "baseImageCuda 13.0"),
+    ("baseImageCuda=12.4", "gemma4-t4:baseImageCuda", "rm gemma4-t4:baseImageCuda"),
+    ("aws:region=us-east-7", "aws:region", "aws:region us-east-2"),
+    ("aws:region=eu-west", "aws:region", "aws:skipRegionValidation true"),
+    ("aws:regoin=eu-west-1", "aws:regoin", "aws:region"),
+    ("aws:assumeRols=[]", "aws:assumeRols", "aws:assumeRoles"),
 ]
 
 
@@ -205,6 +218,29 @@ def test_bad_input_is_refused_before_any_resource(refused_stack, override, key, 
     error, partial = refused_stack("sagemaker-t4", override)
     assert error.key == key and fix in str(error)
     assert partial.resources == []
+
+
+def test_a_base_whose_cuda_is_stated_is_checked_against_the_host(run_stack, refused_stack):
+    digest_only = "baseImage=763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm@sha256:" + "a" * 64
+    assert run_stack("sagemaker-t4", digest_only, "baseImageCuda=13.0").find(MODEL)
+    error, _ = refused_stack("sagemaker-t4", digest_only, "baseImageCuda=13.0",
+                             "inferenceAmiVersion=al2-ami-sagemaker-inference-gpu-3-1")
+    assert error.key == "gemma4-t4:inferenceAmiVersion" and "needs CUDA 13.0" in str(error)
+
+
+def test_every_region_sagemaker_has_plans_and_a_newer_one_may_skip_the_check(run_stack):
+    assert run_stack("sagemaker-t4", "aws:region=eu-west-1").find(MODEL)
+    assert run_stack("sagemaker-t4", "aws:region=xx-future-1", "aws:skipRegionValidation=true").find(MODEL)
+
+
+def test_the_provider_keys_are_the_installed_providers():
+    """The catalog's aws:* keys are exactly those the installed pulumi-aws reads (its config module)."""
+    import importlib.util
+    from pathlib import Path
+
+    package = Path(importlib.util.find_spec("pulumi_aws").submodule_search_locations[0])
+    text = (package / "config" / "vars.py").read_text()
+    assert set(re.findall(r"__config__\.get\w*\('(\w+)'\)", text)) == catalog.PULUMI_AWS_CONFIG_KEYS
 
 
 def test_cu130_image_on_a_driver_550_host_names_the_reason(refused_stack):

@@ -162,6 +162,20 @@ SAGEMAKER_MIN_STARTUP_HEALTH_CHECK_S = 300
 # aws/amazon-sagemaker-feedback#180, 2025-04-28; moby/buildkit#5480, 2024-11-03).
 SAGEMAKER_MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
 
+# The AWS provider's own config keys (aws:*), as pulumi-aws 7.51.1 reads them (pulumi_aws/config/vars.py);
+# plus assumeRole, pulumi-aws 6's single role (build_environment still reads it). A test holds the list equal
+# to the installed provider's. Any other aws:* key is a typo the provider ignores: aws:regoin would leave the
+# endpoint in the default region.
+PULUMI_AWS_CONFIG_KEYS = frozenset({
+    "accessKey", "allowedAccountIds", "assumeRoleWithWebIdentity", "assumeRoles", "customCaBundle", "defaultTags",
+    "ec2MetadataServiceEndpoint", "ec2MetadataServiceEndpointMode", "endpoints", "forbiddenAccountIds", "httpProxy",
+    "httpsProxy", "ignoreTags", "insecure", "maxRetries", "noProxy", "profile", "region", "retryMode",
+    "s3UsEast1RegionalEndpoint", "s3UsePathStyle", "secretKey", "sharedConfigFiles", "sharedCredentialsFiles",
+    "skipCredentialsValidation", "skipMetadataApiCheck", "skipRegionValidation", "skipRequestingAccountId",
+    "stsRegion", "tagPolicyCompliance", "token", "tokenBucketRateLimiterCapacity", "useDualstackEndpoint",
+    "useFipsEndpoint", "userAgents"})
+PULUMI_AWS_LEGACY_CONFIG_KEYS = frozenset({"assumeRole"})
+
 # A private ECR image reference: ACCOUNT.dkr.ecr.REGION.amazonaws.com[.cn]/NAME(:TAG|@sha256:DIGEST).
 # SageMaker pulls only from ECR ("Using a Public Gallery image ... is not supported").
 ECR_IMAGE = re.compile(r"(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/"

@@ -3,11 +3,12 @@ sagemaker-runtime. The region and the credentials are the AWS provider's (stack 
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from ..catalog import CODEBUILD_COMPUTE_TYPE
+from ..catalog import CODEBUILD_COMPUTE_TYPE, PULUMI_AWS_CONFIG_KEYS, PULUMI_AWS_LEGACY_CONFIG_KEYS
 from ..components.config import SageMakerT4EndpointSettings
 from ..core import capacity, preflight
 from ..core.capacity import RegionsReport
@@ -16,7 +17,7 @@ from ..core.lifecycle import SAGEMAKER_NOT_STOPPABLE
 from ..core.plan import Plan
 from ..core.preflight import Check, Needs
 from ..core.targets import SageMakerTarget, Target
-from ..errors import ConfigError, Set
+from ..errors import ConfigError, Set, Unset
 from .base import Cloud, Place, Secret
 
 ENDPOINT_CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
@@ -55,6 +56,35 @@ def build_environment(config: Mapping[str, Any]) -> dict[str, Any]:
     return env
 
 
+def _refuse_unknown_provider_keys(config: Mapping[str, Any]) -> None:
+    """A typo in an aws:* key is ignored by the provider: aws:regoin leaves everything in the default region."""
+    known = PULUMI_AWS_CONFIG_KEYS | PULUMI_AWS_LEGACY_CONFIG_KEYS
+    for key in config:
+        name = key.partition(":")[2]
+        if not key.startswith("aws:") or name in known:
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean aws:{close[0]}?" if close else ""
+        raise ConfigError(key, f"is not a setting of the AWS provider, which would ignore it{hint}",
+                          (Unset(key), " && ", Set(f"aws:{close[0]}")) if close else Unset(key))
+
+
+def _refuse_unknown_region(region: str) -> None:
+    """A region SageMaker has, by botocore's endpoint data (the regions the SDK knows, every partition)."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    regions = {r for partition in session.get_available_partitions()
+               for r in session.get_available_regions("sagemaker", partition)}
+    if region in regions:
+        return
+    close = difflib.get_close_matches(region, sorted(regions), n=1, cutoff=0.6)
+    raise ConfigError("aws:region", f"{region!r} is not a region SageMaker has (botocore's endpoint data)"
+                      + (f"; did you mean {close[0]}?" if close else ""),
+                      (Set("aws:region", close[0] if close else "us-east-2"),
+                       " (a region newer than botocore: ", Set("aws:skipRegionValidation", "true"), ")"))
+
+
 class SageMaker(Cloud):
     name = "sagemaker"
     title = "Amazon SageMaker: an ml.g4dn endpoint"
@@ -78,9 +108,12 @@ class SageMaker(Cloud):
         return stack.lower()
 
     def provider_args(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        _refuse_unknown_provider_keys(config)
         region = str(config.get("aws:region") or "").strip()
         if not region:
             raise ConfigError("aws:region", "is not set", Set("aws:region", "us-east-2"))
+        if str(config.get("aws:skipRegionValidation") or "").lower() != "true":
+            _refuse_unknown_region(region)
         args: dict[str, Any] = {"region": region}
         if config.get("aws:profile"):
             args["profile"] = str(config["aws:profile"])
