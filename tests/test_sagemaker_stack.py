@@ -469,3 +469,18 @@ def _torch(version: str, cuda: str | None, arch: str = "") -> types.SimpleNamesp
 def test_gate_verdicts(torch, allow, ok, words):
     verdict, message = _gate().verdict(torch, allow)
     assert verdict is ok and words in message
+
+
+# --- cost beside the serving hours ---------------------------------------------------------------------
+
+
+def test_cost_counts_each_build_and_the_image_in_ecr_while_up():
+    """13 CodeBuild minutes per build (seed 002's phase times, 780 s) and 8.34 GiB in ECR, at catalog prices."""
+    items = {i.name: (i.usd, i.per) for i in clouds.estimate("sagemaker-t4", (), REPO).extras}
+    assert items == {"image build (CodeBuild)": (0.13, "build"), "image in ECR while the stack is up": (0.9, "month")}
+
+
+def test_cost_counts_the_base_pulled_from_another_region(run_stack):
+    items = {i.name: (i.usd, i.per) for i in clouds.estimate("sagemaker-t4", ("aws:region=us-west-2",), REPO).extras}
+    assert items["base image pulled from us-east-2 into us-west-2"] == (0.16, "build")
+    assert len(items) == 3

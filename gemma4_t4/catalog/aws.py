@@ -78,7 +78,18 @@ BENCH_PRICE_REGION = "us-east-2"
 BENCH_INSTANCE_PRICES = SAGEMAKER_REGIONAL_PRICES[BENCH_PRICE_REGION]
 AWS_PRICES = {
     "ecr:gb-month": Price(0.10, "AWS list price, ECR private storage, 2026"),
+    # Per build minute, Linux build.general1.medium, on demand (aws.amazon.com/codebuild/pricing, transcribed
+    # 2026-12-04 without a live read); CodeBuild bills whole minutes.
+    "codebuild:general1.medium-minute": Price(0.01, "AWS CodeBuild pricing, general1.medium Linux, 2026-12-04"),
+    # Per GB between two AWS regions of the US (aws.amazon.com/ec2/pricing/on-demand, data transfer, transcribed
+    # 2026-12-04 without a live read): what a base image pulled from another region's registry is billed at.
+    "transfer:inter-region-gb": Price(0.02, "AWS data transfer between US regions, 2026-12-04"),
 }
+# One image build, CodeBuild's phases as seed 002's repository recorded them (reference/sagemaker-gemma.md,
+# "Phase times (s)": PROVISIONING 7, PRE_BUILD 17, BUILD 191, push 565).
+SAGEMAKER_BUILD_SECONDS = 7 + 17 + 191 + 565
+# The base image as CodeBuild pulls it (seed 002: the AWS vLLM container, ~8 GB).
+SAGEMAKER_BASE_IMAGE_BYTES = 8 * 10**9
 # The tag this project puts on its endpoint, with the stack's name: how preflight finds the stack's
 # own endpoint among the account's.
 SAGEMAKER_STACK_TAG = "gemma4-t4:stack"

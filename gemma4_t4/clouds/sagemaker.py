@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from .. import catalog
 from ..catalog import CODEBUILD_COMPUTE_TYPE, PULUMI_AWS_CONFIG_KEYS, PULUMI_AWS_LEGACY_CONFIG_KEYS
 from ..components.config import SageMakerT4EndpointSettings
 from ..core import capacity, preflight
 from ..core.capacity import RegionsReport
-from ..core.cost import CostEstimate
+from ..core.cost import CostEstimate, CostItem
 from ..core.lifecycle import SAGEMAKER_NOT_STOPPABLE
 from ..core.plan import Plan
 from ..core.preflight import Check, Needs
@@ -21,6 +23,7 @@ from ..errors import ConfigError, Set, Unset
 from .base import Cloud, Place, Secret
 
 ENDPOINT_CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
+CODEBUILD_PROJECT = "aws:codebuild/project:Project"
 SCALING_TARGET = "aws:appautoscaling/target:Target"
 
 
@@ -83,6 +86,32 @@ def _refuse_unknown_region(region: str) -> None:
                       + (f"; did you mean {close[0]}?" if close else ""),
                       (Set("aws:region", close[0] if close else "us-east-2"),
                        " (a region newer than botocore: ", Set("aws:skipRegionValidation", "true"), ")"))
+
+
+def image_costs(plan: Plan) -> list[CostItem]:
+    """The image's costs beside the endpoint's hours: the CodeBuild minutes of each `up` that builds, the
+    base pulled from another region's registry by that build, and the image's ECR storage while the stack is
+    up (with keepImages, after destroy too: billing_after_destroy_usd_per_month)."""
+    prices = catalog.AWS_PRICES
+    minutes = math.ceil(catalog.SAGEMAKER_BUILD_SECONDS / 60)
+    minute = prices["codebuild:general1.medium-minute"]
+    items = [CostItem("image build (CodeBuild)", round(minutes * minute.usd_per_hour, 2), "build",
+                      f"{minutes} min (seed 002's phase times) x ${minute.usd_per_hour}/min: {minute.source}")]
+    variables = {v["name"]: v["value"] for v in
+                 plan.one(CODEBUILD_PROJECT).inputs["environment"]["environmentVariables"]}
+    base = catalog.ECR_IMAGE.fullmatch(variables.get("BASE_IMAGE", ""))
+    region = (plan.outputs.get("target") or {}).get("region", "")
+    if base is not None and region and base["region"] != region:
+        transfer = prices["transfer:inter-region-gb"]
+        gb = catalog.SAGEMAKER_BASE_IMAGE_BYTES / 1e9
+        items.append(CostItem(f"base image pulled from {base['region']} into {region}",
+                              round(gb * transfer.usd_per_hour, 2), "build",
+                              f"{gb:g} GB x ${transfer.usd_per_hour}/GB: {transfer.source}"))
+    storage = prices["ecr:gb-month"]
+    gb = catalog.SAGEMAKER_IMAGE_BYTES / 1e9
+    items.append(CostItem("image in ECR while the stack is up", round(gb * storage.usd_per_hour, 2), "month",
+                          f"{gb:.2f} GB (seed 002) x ${storage.usd_per_hour}/GB-month: {storage.source}"))
+    return items
 
 
 class SageMaker(Cloud):
@@ -153,6 +182,7 @@ class SageMaker(Cloud):
         return capacity.sagemaker_regions(needs, fetched)
 
     def cost(self, plan: Plan, estimate: CostEstimate) -> None:
+        estimate.extras += image_costs(plan)
         estimate.notes.append(SAGEMAKER_NOT_STOPPABLE)
 
 
