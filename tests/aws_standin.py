@@ -214,6 +214,41 @@ def add_codebuild_quota(monkeypatch, default: float, applied: float | None) -> s
     return name
 
 
+# --- SageMaker's endpoint quota at CreateEndpoint -------------------------------------------------------
+
+
+def enforce_endpoint_quota(monkeypatch, limits: dict[str, int]) -> None:
+    """CreateEndpoint refuses instances beyond the account's "TYPE for endpoint usage" (moto creates anything),
+    counting those the account's endpoints not Failed hold. The answer as SageMaker gives it: error code
+    ResourceLimitExceeded (awsdocs/amazon-sagemaker-developer-guide#70, 2020-03-25), the message as published in
+    aws-samples/aws-genai-llm-chatbot#244 (2023-11-27)."""
+    from moto.sagemaker.exceptions import SagemakerClientError
+    from moto.sagemaker.models import SageMakerModelBackend
+
+    class ResourceLimitExceeded(SagemakerClientError):
+        code = "ResourceLimitExceeded"
+
+    original = SageMakerModelBackend.create_endpoint
+
+    def create_endpoint(self, endpoint_name, endpoint_config_name, tags):
+        config = self.describe_endpoint_config(endpoint_config_name)
+        for variant in config["ProductionVariants"]:
+            kind, delta = variant["InstanceType"], int(variant["InitialInstanceCount"])
+            used = sum(int(v.get("CurrentInstanceCount") or v.get("InitialInstanceCount") or 0)
+                       for e in self.endpoints.values() if e.endpoint_status != "Failed"
+                       for v in self.describe_endpoint_config(e.endpoint_config_name)["ProductionVariants"]
+                       if v["InstanceType"] == kind)
+            limit = limits.get(kind, 0)
+            if used + delta > limit:
+                raise ResourceLimitExceeded(
+                    f"The account-level service limit '{kind} for endpoint usage' is {limit} Instances, with current "
+                    f"utilization of {used} Instances and a request delta of {delta} Instances. Please use AWS "
+                    "Service Quotas to request an increase for this quota.")
+        return original(self, endpoint_name, endpoint_config_name, tags)
+
+    monkeypatch.setattr(SageMakerModelBackend, "create_endpoint", create_endpoint)
+
+
 # --- EventBridge Scheduler ----------------------------------------------------------------------------
 
 

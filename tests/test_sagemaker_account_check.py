@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from aws_standin import ACCOUNT, add_codebuild_quota, add_sagemaker_quotas
+from aws_standin import ACCOUNT, add_codebuild_quota, add_sagemaker_quotas, enforce_endpoint_quota
 from conftest import REPO
 
 from gemma4_t4 import catalog
@@ -105,6 +105,34 @@ def test_autoscaling_beyond_the_quota_is_a_note_not_a_refusal(account, run_stack
     add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 1.0})
     result = check(account, planned_request(run_stack, "maxInstanceCount=3"))
     assert result.returncode == 0 and "note: autoscaling to maxInstanceCount" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("limit,others,count", [(0, 0, 1), (1, 0, 1), (2, 1, 1), (2, 1, 2), (3, 1, 2)])
+def test_the_check_refuses_exactly_what_create_endpoint_would(account, run_stack, monkeypatch, limit, others, count):
+    """The check's arithmetic against SageMaker's own answer (ResourceLimitExceeded at CreateEndpoint, a recorded
+    stand-in): where CreateEndpoint would refuse after the 13-minute build, the check refuses before it."""
+    add_codebuild_quota(monkeypatch, default=1.0, applied=None)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: float(limit)})
+    enforce_endpoint_quota(monkeypatch, {"ml.g4dn.xlarge": limit})
+    sagemaker = account.client("sagemaker")
+    sagemaker.create_model(ModelName="m", ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
+                           PrimaryContainer={"Image": f"{ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/r@sha256:0"})
+    for name, instances in (("other", others), ("ours", count)):
+        if instances:
+            sagemaker.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[
+                {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.g4dn.xlarge",
+                 "InitialInstanceCount": instances}])
+    if others:
+        sagemaker.create_endpoint(EndpointName="other", EndpointConfigName="other")
+    refused = check(account, planned_request(run_stack, f"instanceCount={count}")).returncode == 1
+    try:
+        sagemaker.create_endpoint(EndpointName="ours", EndpointConfigName="ours")
+        created = True
+    except sagemaker.exceptions.ClientError as err:
+        assert err.response["Error"]["Code"] == "ResourceLimitExceeded"
+        assert f"'{G4DN}' is {limit} Instances, with current utilization of {others}" in err.response["Error"]["Message"]
+        created = False
+    assert refused == (not created)
 
 
 def test_without_its_request_the_step_says_who_runs_it():
