@@ -187,8 +187,8 @@ def codebuild_check(region: str, compute_type: str, quota: EndpointQuota | None)
                  "for the account\"), new accounts often start at 0",
                  f"request \"{name}\" = 1 or more in {region} ({console}, quota code {quota.code}): aws "
                  f"service-quotas request-service-quota-increase --region {region} --service-code "
-                 f"{CODEBUILD_SERVICE_CODE} --quota-code {quota.code} --desired-value 1; AWS Support answers "
-                 "within a day or two, then `pulumi up` again")
+                 f"{CODEBUILD_SERVICE_CODE} --quota-code {quota.code} --desired-value 1; once Service Quotas > "
+                 "Quota request history shows it approved, `pulumi up` again")
 
 
 # --- fetching (the clouds' own client libraries) -------------------------------------------------------
