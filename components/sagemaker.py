@@ -15,6 +15,7 @@ its policy, until the new one is in service; the new one is registered for scali
 with its target, deleted. Nothing scales an endpoint in while it is being created or replaced.
 """
 
+import functools
 import json
 import shlex
 import sys
@@ -110,6 +111,12 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     then deletes it."""
     hf_token: pulumi.Input[str]
     """Hugging Face token for a gated model, as a secret."""
+
+
+def one_time_expression(at: str, after: timedelta) -> str:
+    """Scheduler's at(...) for AFTER past the UTC time AT (YYYY-MM-DDTHH:MM:SSZ)."""
+    when = datetime.fromisoformat(at.replace("Z", "+00:00")) + after
+    return f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})"
 
 
 def provider_region(provider: pulumi.ProviderResource | None, opts: pulumi.ResourceOptions | None) -> str:
@@ -378,8 +385,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
             # delete that worked, the backstop's finds no endpoint and lands in the queue, harmlessly.
             aws.scheduler.Schedule(
                 f"{name}-ttl{suffix}",
-                schedule_expression=deletes_at.apply(lambda at, after=after: "at({})".format(
-                    (datetime.fromisoformat(at.replace("Z", "+00:00")) + after).strftime("%Y-%m-%dT%H:%M:%S"))),
+                schedule_expression=deletes_at.apply(functools.partial(one_time_expression, after=after)),
                 schedule_expression_timezone="UTC",
                 flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
                 target=target,
