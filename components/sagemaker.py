@@ -56,6 +56,8 @@ VARIANT = "AllTraffic"
 # Pulumi program, like the build step.
 ACCOUNT_CHECK = f"{shlex.quote(sys.executable)} -m gemma4_t4.clouds.aws_account_check"
 ACCOUNT_CHECK_ENV = "GEMMA4_T4_ACCOUNT_CHECK"
+ENDPOINT_WATCH = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.endpoint_watch"
+ENDPOINT_WATCH_ENV = "GEMMA4_T4_ENDPOINT_WATCH"
 
 
 class SageMakerT4EndpointArgs(ServingArgs, total=False):
@@ -256,6 +258,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
             tags=tags,
             opts=child,
         )
+        self._watch_endpoint(name, config, region, aws_environment)
         # The stack tag lets preflight find this stack's endpoint (an update holds two fleets).
         # Autoscaled, a new configuration makes a new endpoint (see the module's docstring).
         endpoint = aws.sagemaker.Endpoint(
@@ -304,6 +307,19 @@ class SageMakerT4Endpoint(T4ServingComponent):
             environment=environment.apply(lambda given: {"AWS_REGION": region, **given, ACCOUNT_CHECK_ENV: request}),
             triggers=[request],
             opts=pulumi.ResourceOptions(parent=self))
+
+    def _watch_endpoint(self, name: str, config: aws.sagemaker.EndpointConfiguration, region: str,
+                        environment: pulumi.Output[dict[str, str]]) -> command.local.Command:
+        """Beside the endpoint's creation from CONFIG: one that fails to reach InService is deleted, its log group
+        given a retention, its FailureReason printed (components/scripts/endpoint_watch.py)."""
+        return command.local.Command(
+            f"{name}-endpoint-watch",
+            create=ENDPOINT_WATCH,
+            environment=pulumi.Output.all(environment, config.name).apply(lambda found: {
+                "AWS_REGION": region, **found[0],
+                ENDPOINT_WATCH_ENV: json.dumps({"config_name": found[1], "name_prefix": f"{name}-endpoint"})}),
+            triggers=[config.name],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
 
     def _autoscale(self, name: str, args: SageMakerT4EndpointSettings, endpoint: aws.sagemaker.Endpoint,
                    tags: dict[str, str]) -> aws.appautoscaling.Target:

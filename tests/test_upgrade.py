@@ -26,6 +26,8 @@ ROOT_STACK = "pulumi:pulumi:Stack"
 ADDED_SINCE_020 = {
     # The account check before the image build (issue 21): a local command, nothing in the account.
     ("sagemaker-t4", "command:local:Command", "gemma4-t4-account-check"),
+    # The endpoint watch (issue 21): deletes an endpoint that failed to reach InService; a local command.
+    ("sagemaker-t4", "command:local:Command", "gemma4-t4-endpoint-watch"),
     # The TTL's backstop schedule (issue 21): a second one-time delete of the endpoint, an hour after the first.
     ("sagemaker-t4", "aws:scheduler/schedule:Schedule", "gemma4-t4-ttl-backstop"),
 }
