@@ -47,6 +47,11 @@ def build_context_files() -> dict[str, Traversable]:
             **guest.clamp_source()}
 
 
+def image_tag(vllm_version: str, base_image: str) -> str:
+    """The clamped image's tag: a hash of its build context, so an unchanged clamp is not rebuilt."""
+    return f"vllm-{vllm_version}-sm75-{context_hash(base_image)}"
+
+
 def context_hash(base_image: str) -> str:
     digest = hashlib.sha256(base_image.encode())
     for name, path in sorted(build_context_files().items()):
@@ -114,7 +119,7 @@ class TuringImage(pulumi.ComponentResource):
         # What the component was made to wait for (e.g. an account check): the upload and the build wait too,
         # since a component's depends_on does not hold back its children.
         after = list(opts.depends_on) if opts and isinstance(opts.depends_on, list) else []
-        tag = f"vllm-{args['vllm_version']}-sm75-{context_hash(base_image)}"
+        tag = image_tag(args["vllm_version"], base_image)
 
         repository = aws.ecr.Repository(
             f"{name}-repo",

@@ -32,7 +32,7 @@ from gemma4_t4.errors import ConfigError, Set
 from .aws_iam import service_role
 from .base import MemoryPlan, ServingArgs, T4ServingComponent, provider_for, refusals, type_token, with_alias
 from .config import SageMakerT4EndpointSettings, ScalingMetric, validate
-from .image_build import TuringImage
+from .image_build import TuringImage, image_tag
 from .serving import check_serving
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
@@ -300,7 +300,8 @@ class SageMakerT4Endpoint(T4ServingComponent):
         build (gemma4_t4/clouds/aws_account_check.py). It runs again when what sizes the endpoint changes."""
         request = json.dumps({"stack": pulumi.get_stack(), "instance_type": settings.instance_type,
                               "instances": settings.instance_count, "most": settings.instances_max,
-                              "compute_type": catalog.CODEBUILD_COMPUTE_TYPE})
+                              "compute_type": catalog.CODEBUILD_COMPUTE_TYPE,
+                              "tag": image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image)})
         return command.local.Command(
             f"{name}-account-check",
             create=ACCOUNT_CHECK,

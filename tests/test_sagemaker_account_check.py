@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from aws_standin import ACCOUNT, add_codebuild_quota, add_sagemaker_quotas, enforce_endpoint_quota
+from aws_standin import ACCOUNT, add_codebuild_quota, add_sagemaker_quotas, enforce_endpoint_quota, manifest
 from conftest import REPO
 
 from gemma4_t4 import catalog
@@ -41,11 +41,18 @@ def check(moto, request: str) -> subprocess.CompletedProcess:
                           text=True, timeout=60)
 
 
-def stack_endpoint(moto, instances: int) -> None:
-    """The stack's endpoint as a first `up` left it (tagged with the stack, as the component tags it)."""
+def stack_endpoint(moto, instances: int, tag: str | None = None) -> None:
+    """The stack's endpoint as a first `up` left it (tagged with the stack, as the component tags it), serving
+    an image pushed with TAG (None: an image ECR does not have)."""
     sagemaker = moto.client("sagemaker")
+    image = f"{ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/gemma4-t4-repo@sha256:{'0' * 64}"
+    if tag is not None:
+        ecr = moto.client("ecr")
+        ecr.create_repository(repositoryName="gemma4-t4-repo")
+        digest = ecr.put_image(repositoryName="gemma4-t4-repo", imageManifest=manifest(tag), imageTag=tag)
+        image = f"{ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/gemma4-t4-repo@{digest['image']['imageId']['imageDigest']}"
     sagemaker.create_model(ModelName="m", ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
-                           PrimaryContainer={"Image": f"{ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/r@sha256:0"})
+                           PrimaryContainer={"Image": image})
     sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[
         {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.g4dn.xlarge",
          "InitialInstanceCount": instances}])
@@ -60,8 +67,9 @@ def test_the_upload_and_the_build_wait_for_the_check(run_stack):
                         (COMMAND, "gemma4-t4-image-codebuild-run")):
         assert check_urn in plan.one(type_, name).options["dependsOn"], name
     request = json.loads(plan.one(COMMAND, CHECK).inputs["environment"][aws_account_check.REQUEST_ENV])
+    tag = plan.one(COMMAND, "gemma4-t4-image-codebuild-run").inputs["triggers"][0]
     assert request == {"stack": "sagemaker-t4", "instance_type": "ml.g4dn.xlarge", "instances": 1, "most": 1,
-                       "compute_type": "BUILD_GENERAL1_MEDIUM"}
+                       "compute_type": "BUILD_GENERAL1_MEDIUM", "tag": tag}
 
 
 def test_a_new_account_with_no_codebuild_builds_stops_with_the_quota_and_its_fix(account, run_stack, monkeypatch):
@@ -98,6 +106,17 @@ def test_a_change_to_the_running_endpoint_needs_both_fleets(account, run_stack, 
     result = check(account, planned_request(run_stack))
     assert result.returncode == 1
     assert "refused: update of this stack's endpoint" in result.stderr and f'request "{G4DN}" = 2' in result.stderr
+
+
+def test_an_up_that_leaves_the_running_endpoint_as_it_is_needs_no_second_fleet(account, run_stack, monkeypatch):
+    """The running endpoint already serves this up's image (its tag, by the model's digest) at this type and count:
+    nothing is rolled out, so a quota that holds one fleet is enough (first up after an upgrade, or a re-run)."""
+    add_codebuild_quota(monkeypatch, default=1.0, applied=None)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 1.0})
+    request = planned_request(run_stack)
+    stack_endpoint(account, 1, tag=json.loads(request)["tag"])
+    result = check(account, request)
+    assert result.returncode == 0 and "note: update of this stack's endpoint" in result.stderr, result.stderr
 
 
 def test_autoscaling_beyond_the_quota_is_a_note_not_a_refusal(account, run_stack, monkeypatch):

@@ -8,7 +8,8 @@ It asks, with the AWS provider's settings (the same environment as the image bui
    and StartBuild then answers AccountLimitExceededException after the upload).
 2. The endpoint quota "<instance type> for endpoint usage" holds the instances the endpoint starts with
    beside those the account's other endpoints hold; when the stack's endpoint already runs, a change holds
-   the old and the new fleet at once (blue/green), so both must fit.
+   the old and the new fleet at once (blue/green), so both must fit, unless the running endpoint already
+   is what this `up` deploys (same type and count, its model's image carrying this `up`'s tag).
 A refusal exits 1 with the quota's name and how to raise it, which stops `pulumi up` there.
 """
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ..catalog import SAGEMAKER_STACK_TAG
 from ..components.scripts.codebuild_run import session_from_env
 from ..core.preflight import UPDATE_CHECK, Check, codebuild_check, fetch_codebuild, sagemaker_checks, sagemaker_usage
 
@@ -35,6 +37,33 @@ class CheckRequest:
     instances: int
     most: int  # the most autoscaling may run (= instances without it)
     compute_type: str
+    tag: str = ""  # the image tag this `up` deploys
+
+
+def own_endpoint_unchanged(session, request: CheckRequest) -> bool:
+    """Whether the stack's running endpoint already is what this `up` deploys: the same instance type and count,
+    and a model whose image carries this tag (in ECR, by the digest the model runs). Then no second fleet is
+    made. Anything unreadable counts as a change."""
+    sagemaker, ecr = session.client("sagemaker"), session.client("ecr")
+    try:
+        for page in sagemaker.get_paginator("list_endpoints").paginate():
+            for summary in page["Endpoints"]:
+                endpoint = sagemaker.describe_endpoint(EndpointName=summary["EndpointName"])
+                tags = sagemaker.list_tags(ResourceArn=endpoint["EndpointArn"]).get("Tags", [])
+                if {"Key": SAGEMAKER_STACK_TAG, "Value": request.stack} not in tags:
+                    continue
+                config = sagemaker.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
+                variant = config["ProductionVariants"][0]
+                if (variant.get("InstanceType"), variant.get("InitialInstanceCount")) != (
+                        request.instance_type, request.instances):
+                    return False
+                image = sagemaker.describe_model(ModelName=variant["ModelName"])["PrimaryContainer"]["Image"]
+                repository, _, digest = image.partition("/")[2].partition("@")
+                found = ecr.describe_images(repositoryName=repository, imageIds=[{"imageDigest": digest}])
+                return any(request.tag in d.get("imageTags", []) for d in found["imageDetails"])
+    except (BotoCoreError, ClientError):
+        return False
+    return False
 
 
 def account_checks(session, request: CheckRequest) -> list[Check]:
@@ -46,10 +75,10 @@ def account_checks(session, request: CheckRequest) -> list[Check]:
     return checks
 
 
-def stops_the_up(check: Check) -> bool:
-    """A failed check; and a change to the running endpoint that does not fit: this check runs again only when
-    what the endpoint is made of changes, so here that change is under way."""
-    return not check.ok or (check.warning and check.name == UPDATE_CHECK)
+def stops_the_up(check: Check, unchanged: bool) -> bool:
+    """A failed check; and a change to the running endpoint that does not fit both fleets (unless the endpoint
+    already is what this `up` deploys)."""
+    return not check.ok or (check.warning and check.name == UPDATE_CHECK and not unchanged)
 
 
 def say(message: str) -> None:
@@ -69,10 +98,11 @@ def main(env: dict[str, str] | None = None) -> int:
             say("no AWS region: pulumi config set aws:region us-east-2")
             return 1
         checks = account_checks(session, request)
+        unchanged = any(c.name == UPDATE_CHECK for c in checks) and own_endpoint_unchanged(session, request)
     except (BotoCoreError, ClientError) as err:
         say(f"AWS: {err}")
         return 1
-    stopping = [c for c in checks if stops_the_up(c)]
+    stopping = [c for c in checks if stops_the_up(c, unchanged)]
     for check in checks:
         mark = "refused" if check in stopping else ("note" if check.warning else "ok")
         say(f"{mark}: {check.name}: {check.detail}" + (f"; fix: {check.fix}" if check.fix else ""))
