@@ -154,6 +154,23 @@ def test_the_check_refuses_exactly_what_create_endpoint_would(account, run_stack
     assert refused == (not created)
 
 
+def test_credentials_that_may_not_read_quotas_leave_the_up_unchecked_not_stopped(account, run_stack, monkeypatch):
+    """IAM's refusal (AccessDeniedException, "User: ARN is not authorized to perform: ACTION", the wording of
+    IAM's "Troubleshoot access denied error messages") on Service Quotas: said, and the up goes on."""
+    from moto.core.exceptions import JsonRESTError
+    from moto.servicequotas.models import ServiceQuotasBackend
+
+    def refused(self, service_code):
+        raise JsonRESTError("AccessDeniedException", f"User: arn:aws:iam::{ACCOUNT}:user/deployer is not authorized "
+                            "to perform: servicequotas:ListAWSDefaultServiceQuotas")
+
+    monkeypatch.setattr(ServiceQuotasBackend, "list_aws_default_service_quotas", refused)
+    result = check(account, planned_request(run_stack))
+    assert result.returncode == 0 and result.stdout == "unchecked\n"
+    assert "not authorized to perform: servicequotas:ListAWSDefaultServiceQuotas" in result.stderr
+    assert "the quotas were not checked" in result.stderr
+
+
 def test_without_its_request_the_step_says_who_runs_it():
     result = subprocess.run([sys.executable, "-m", aws_account_check.MODULE], cwd=REPO, timeout=60,
                             env={"PATH": os.environ["PATH"]}, capture_output=True, text=True)

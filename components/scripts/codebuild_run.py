@@ -185,7 +185,7 @@ def failed_phase(build: dict[str, Any]) -> tuple[str, str]:
 def build_in_progress(codebuild, request: BuildRequest) -> dict[str, Any] | None:
     """A build of this project from this context (so of this tag) still running: an earlier `up` started it
     and was interrupted. Only the newest builds are looked at; an older one has timed out."""
-    ids = codebuild.list_builds_for_project(projectName=request.project)["ids"][:20]
+    ids = codebuild.list_builds_for_project(projectName=request.project, sortOrder="DESCENDING")["ids"][:20]
     builds = codebuild.batch_get_builds(ids=ids)["builds"] if ids else []
     return next((b for b in builds if b.get("buildStatus") == "IN_PROGRESS"
                  and (b.get("source") or {}).get("location") == request.source_location), None)
