@@ -115,6 +115,17 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     """Hugging Face token for a gated model, as a secret."""
 
 
+def fallback_instance_types(instance_type: str) -> list[str]:
+    """The other T4 instance types with as many T4s, smallest first: what to try when the region has no capacity
+    for INSTANCE_TYPE (seed 002 deployed with ml.g4dn.xlarge, then ml.g4dn.2xlarge)."""
+    found = catalog.SAGEMAKER_INSTANCE_TYPES.get(instance_type)
+    if found is None or instance_type not in catalog.SAGEMAKER_T4_INSTANCE_TYPES:
+        return []
+    same = [t for t in catalog.SAGEMAKER_T4_INSTANCE_TYPES
+            if t != instance_type and catalog.SAGEMAKER_INSTANCE_TYPES[t].gpus == found.gpus]
+    return sorted(same, key=lambda t: catalog.SAGEMAKER_INSTANCE_TYPES[t].vcpus)
+
+
 def one_time_expression(at: str, after: timedelta) -> str:
     """Scheduler's at(...) for AFTER past the UTC time AT (YYYY-MM-DDTHH:MM:SSZ)."""
     when = datetime.fromisoformat(at.replace("Z", "+00:00")) + after
@@ -258,7 +269,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
             tags=tags,
             opts=child,
         )
-        self._watch_endpoint(name, config, region, aws_environment)
+        self._watch_endpoint(name, config, region, aws_environment, fallback_instance_types(settings.instance_type))
         # The stack tag lets preflight find this stack's endpoint (an update holds two fleets).
         # Autoscaled, a new configuration makes a new endpoint (see the module's docstring).
         endpoint = aws.sagemaker.Endpoint(
@@ -310,7 +321,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
             opts=pulumi.ResourceOptions(parent=self))
 
     def _watch_endpoint(self, name: str, config: aws.sagemaker.EndpointConfiguration, region: str,
-                        environment: pulumi.Output[dict[str, str]]) -> command.local.Command:
+                        environment: pulumi.Output[dict[str, str]], fallbacks: list[str]) -> command.local.Command:
         """Beside the endpoint's creation from CONFIG: one that fails to reach InService is deleted, its log group
         given a retention, its FailureReason printed (components/scripts/endpoint_watch.py)."""
         return command.local.Command(
@@ -318,7 +329,8 @@ class SageMakerT4Endpoint(T4ServingComponent):
             create=ENDPOINT_WATCH,
             environment=pulumi.Output.all(environment, config.name).apply(lambda found: {
                 "AWS_REGION": region, **found[0],
-                ENDPOINT_WATCH_ENV: json.dumps({"config_name": found[1], "name_prefix": f"{name}-endpoint"})}),
+                ENDPOINT_WATCH_ENV: json.dumps({"config_name": found[1], "name_prefix": f"{name}-endpoint",
+                                                "fallbacks": fallbacks})}),
             triggers=[config.name],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
 

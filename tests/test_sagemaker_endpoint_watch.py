@@ -59,7 +59,11 @@ def test_the_stack_watches_the_endpoint_made_from_its_configuration(run_stack):
     watched = plan.one("command:local:Command", "gemma4-t4-endpoint-watch")
     config = plan.one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").state["name"]
     request = json.loads(watched.inputs["environment"][endpoint_watch.REQUEST_ENV])
-    assert request == {"config_name": config, "name_prefix": "gemma4-t4-endpoint"}
+    assert request == {"config_name": config, "name_prefix": "gemma4-t4-endpoint",
+                       "fallbacks": ["ml.g4dn.2xlarge", "ml.g4dn.4xlarge", "ml.g4dn.8xlarge", "ml.g4dn.16xlarge"]}
+    four = json.loads(run_stack("sagemaker-t4", "tensorParallelSize=4").one(
+        "command:local:Command", "gemma4-t4-endpoint-watch").inputs["environment"][endpoint_watch.REQUEST_ENV])
+    assert four["fallbacks"] == [], "no other g4dn carries four T4s"
     assert plan.one("aws:sagemaker/endpoint:Endpoint").state["name"].startswith(request["name_prefix"])
     assert watched.inputs["triggers"] == [config]
 
@@ -81,6 +85,14 @@ def test_a_failed_endpoint_without_logs_says_the_container_never_started(account
     result = watch(account)
     assert result.returncode == 1 and not exists(account)
     assert "the container never started" in result.stderr
+
+
+def test_no_capacity_names_the_next_instance_type_with_the_same_t4s(account):
+    endpoint(account, "cfg-new", "Failed", "Unable to provision requested ML compute capacity due to "
+             "InsufficientInstanceCapacity error.")
+    result = watch(account, fallbacks=["ml.g4dn.2xlarge", "ml.g4dn.4xlarge"])
+    assert result.returncode == 1 and not exists(account)
+    assert "pulumi config set gemma4-t4:instanceType ml.g4dn.2xlarge && pulumi up" in result.stderr
 
 
 def test_an_endpoint_in_service_is_left_alone(account):

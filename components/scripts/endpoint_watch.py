@@ -28,10 +28,17 @@ MODULE = "gemma4_t4.components.scripts.endpoint_watch"
 LOG_RETENTION_DAYS = 14  # as the build's log group
 
 
+# SageMaker's FailureReason when the region has no instance of the type to give (as published in
+# aws/deep-learning-containers#6673, 2026-08-28: "Unable to provision requested ML compute capacity due to
+# InsufficientInstanceCapacity error.").
+NO_CAPACITY = "InsufficientInstanceCapacity"
+
+
 @dataclass(frozen=True)
 class WatchRequest:
     config_name: str  # the endpoint configuration the endpoint is created from
     name_prefix: str  # the endpoint's auto-name starts with it
+    fallbacks: tuple[str, ...] = ()  # other instance types with the same T4s, in the order to try them
     appear_s: float = 300
     timeout_s: float = 7200
     poll_s: float = 30
@@ -88,6 +95,11 @@ def watch(session, request: WatchRequest) -> int:
             reason = endpoint.get("FailureReason") or "(SageMaker gave no FailureReason)"
             say(f"endpoint {endpoint['EndpointName']} failed: {reason}")
             clean_up(session, endpoint)
+            if NO_CAPACITY in reason and request.fallbacks:
+                say(f"no capacity for this instance type now: try the next with the same T4s: pulumi config set "
+                    f"gemma4-t4:instanceType {request.fallbacks[0]} && pulumi up (in order: "
+                    f"{', '.join(request.fallbacks)}), or another region: gemma4-t4 preflight sagemaker-t4 "
+                    "--all-regions")
             return 1
         if waited > request.timeout_s:
             say(f"endpoint still not in service after {waited:.0f}s")
@@ -98,7 +110,8 @@ def watch(session, request: WatchRequest) -> int:
 def main(env: dict[str, str] | None = None) -> int:
     env = dict(os.environ if env is None else env)
     try:
-        request = WatchRequest(**json.loads(env[REQUEST_ENV]))
+        fields = json.loads(env[REQUEST_ENV])
+        request = WatchRequest(**{**fields, "fallbacks": tuple(fields.get("fallbacks", ()))})
     except (KeyError, TypeError, ValueError) as err:
         say(f"{REQUEST_ENV} is missing or malformed ({err}): this step is run by `pulumi up`")
         return 2
