@@ -43,8 +43,14 @@ CODEBUILD_IMAGE = "aws/codebuild/amazonlinux2-x86_64-standard:5.0"
 
 def build_context_files() -> dict[str, Traversable]:
     """Archive path -> file: what the Dockerfile COPYs (the clamp's source and the gate), plus the buildspec."""
-    return {**{name: guest.CLAMP_DIR / name for name in ("Dockerfile", "buildspec.yml", "sm75_gate.py")},
+    return {**{name: guest.CLAMP_DIR / name for name in ("Dockerfile", "buildspec.yml", "ecr-login.sh",
+                                                        "build-image.sh", "sm75_gate.py")},
             **guest.clamp_source()}
+
+
+def image_tag(vllm_version: str, base_image: str) -> str:
+    """The clamped image's tag: a hash of its build context, so an unchanged clamp is not rebuilt."""
+    return f"vllm-{vllm_version}-sm75-{context_hash(base_image)}"
 
 
 def context_hash(base_image: str) -> str:
@@ -125,7 +131,10 @@ class TuringImage(pulumi.ComponentResource):
             adopt = kept if kept and kept_repository_exists(kept, invoke) else None
         super().__init__(type_token(TuringImage), name, None, with_alias(opts, LEGACY_TYPE))
         child = pulumi.ResourceOptions(parent=self)
-        tag = f"vllm-{args['vllm_version']}-sm75-{context_hash(base_image)}"
+        # What the component was made to wait for (e.g. an account check): the upload and the build wait too,
+        # since a component's depends_on does not hold back its children.
+        after = list(opts.depends_on) if opts and isinstance(opts.depends_on, list) else []
+        tag = image_tag(args["vllm_version"], base_image)
 
         repository = aws.ecr.Repository(
             f"{name}-repo",
@@ -152,7 +161,7 @@ class TuringImage(pulumi.ComponentResource):
         context = aws.s3.BucketObjectv2(
             f"{name}-context-archive", bucket=bucket.id, key=f"context/{tag}.zip",
             source=pulumi.AssetArchive({k: pulumi.FileAsset(str(v)) for k, v in build_context_files().items()}),
-            opts=child)
+            opts=pulumi.ResourceOptions(parent=self, depends_on=after))
 
         log_group = aws.cloudwatch.LogGroup(f"{name}-build-logs", retention_in_days=14, tags=tags, opts=child)
         base_repository_arn = _ecr_repository_arn(base_image)
@@ -161,6 +170,10 @@ class TuringImage(pulumi.ComponentResource):
              "Resource": pulumi.Output.concat(log_group.arn, ":*")},
             {"Sid": "Context", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
              "Resource": pulumi.Output.concat(bucket.arn, "/context/*")},
+            # What AWS's reference CodeBuild service role allows on a source bucket besides reading objects
+            # (docs.aws.amazon.com/codebuild/latest/userguide/setting-up-service-role.html, read 2026-12-04).
+            {"Sid": "ContextBucket", "Effect": "Allow", "Action": ["s3:GetBucketAcl", "s3:GetBucketLocation"],
+             "Resource": bucket.arn},
             {"Sid": "EcrLogin", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
             {"Sid": "PullBase", "Effect": "Allow",
              "Action": ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"],
@@ -177,7 +190,7 @@ class TuringImage(pulumi.ComponentResource):
                                                    location=pulumi.Output.concat(bucket.id, "/", context.key)),
             artifacts=aws.codebuild.ProjectArtifactsArgs(type="NO_ARTIFACTS"),
             environment=aws.codebuild.ProjectEnvironmentArgs(
-                compute_type="BUILD_GENERAL1_MEDIUM",
+                compute_type=catalog.CODEBUILD_COMPUTE_TYPE,
                 image=CODEBUILD_IMAGE,
                 type="LINUX_CONTAINER",
                 privileged_mode=True,  # Docker inside the build
@@ -206,7 +219,7 @@ class TuringImage(pulumi.ComponentResource):
             .apply(lambda given: {"AWS_REGION": region, **given[0], "GEMMA4_T4_BUILD": given[1]}),
             triggers=[tag],
             # The policy too: a build started before its permissions exist fails with AccessDenied.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[project, context, role_policy]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[project, context, role_policy, *after]),
         )
         self.tag = pulumi.Output.from_input(tag)
         self.repository_url = repository.repository_url

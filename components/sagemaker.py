@@ -15,7 +15,10 @@ its policy, until the new one is in service; the new one is registered for scali
 with its target, deleted. Nothing scales an endpoint in while it is being created or replaced.
 """
 
+import functools
 import json
+import shlex
+import sys
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -29,7 +32,7 @@ from gemma4_t4.errors import ConfigError, Set
 from .aws_iam import service_role
 from .base import MemoryPlan, ServingArgs, T4ServingComponent, provider_for, refusals, type_token, with_alias
 from .config import SageMakerT4EndpointSettings, ScalingMetric, validate
-from .image_build import TuringImage
+from .image_build import TuringImage, image_tag
 from .serving import check_serving
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
@@ -43,9 +46,18 @@ CLOCK = "date -u +%Y-%m-%dT%H:%M:%SZ"
 # Updating is tried again; what still fails lands in the dead-letter queue (kept 14 days).
 TTL_RETRY = {"maximum_retry_attempts": 185, "maximum_event_age_in_seconds": 86400}
 DLQ_RETENTION_S = 14 * 24 * 3600
+# The backstop schedule fires this long after the first: an update holds the endpoint in Updating about as
+# long as a create takes (seed 002: 13.3 minutes to InService), well within the hour.
+TTL_BACKSTOP = timedelta(hours=1)
 
 
 VARIANT = "AllTraffic"
+# The account check before the build (gemma4_t4/clouds/aws_account_check.py), run by the interpreter of the
+# Pulumi program, like the build step.
+ACCOUNT_CHECK = f"{shlex.quote(sys.executable)} -m gemma4_t4.clouds.aws_account_check"
+ACCOUNT_CHECK_ENV = "GEMMA4_T4_ACCOUNT_CHECK"
+ENDPOINT_WATCH = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.endpoint_watch"
+ENDPOINT_WATCH_ENV = "GEMMA4_T4_ENDPOINT_WATCH"
 
 
 class SageMakerT4EndpointArgs(ServingArgs, total=False):
@@ -87,8 +99,11 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     """SageMaker host image; its driver must run the container's CUDA (the default's driver 580 runs CUDA 13)."""
     base_image: str
     """The AWS vLLM container (private ECR) the clamped image is built from."""
+    base_image_cuda: str
+    """The CUDA version the base image needs (MAJOR.MINOR, its NVIDIA_REQUIRE_CUDA), for a base whose tag does not
+    say it (-cuXYZ-), e.g. one given by digest alone; checked against the host image's driver."""
     startup_health_check_timeout_seconds: int
-    """How long SageMaker waits for the container to answer /ping, s."""
+    """How long SageMaker waits for the container to answer /ping, s (at least 300 on a T4)."""
     model_data_download_timeout_seconds: int
     """Model download time limit, s."""
     keep_images: bool
@@ -98,6 +113,23 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     then deletes it."""
     hf_token: pulumi.Input[str]
     """Hugging Face token for a gated model, as a secret."""
+
+
+def fallback_instance_types(instance_type: str) -> list[str]:
+    """The other T4 instance types with as many T4s, smallest first: what to try when the region has no capacity
+    for INSTANCE_TYPE (seed 002 deployed with ml.g4dn.xlarge, then ml.g4dn.2xlarge)."""
+    found = catalog.SAGEMAKER_INSTANCE_TYPES.get(instance_type)
+    if found is None or instance_type not in catalog.SAGEMAKER_T4_INSTANCE_TYPES:
+        return []
+    same = [t for t in catalog.SAGEMAKER_T4_INSTANCE_TYPES
+            if t != instance_type and catalog.SAGEMAKER_INSTANCE_TYPES[t].gpus == found.gpus]
+    return sorted(same, key=lambda t: catalog.SAGEMAKER_INSTANCE_TYPES[t].vcpus)
+
+
+def one_time_expression(at: str, after: timedelta) -> str:
+    """Scheduler's at(...) for AFTER past the UTC time AT (YYYY-MM-DDTHH:MM:SSZ)."""
+    when = datetime.fromisoformat(at.replace("Z", "+00:00")) + after
+    return f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})"
 
 
 def provider_region(provider: pulumi.ProviderResource | None, opts: pulumi.ResourceOptions | None) -> str:
@@ -185,12 +217,14 @@ class SageMakerT4Endpoint(T4ServingComponent):
 
         profile = pulumi.Output.from_input(settings.profile or (provider.profile if isinstance(provider, aws.Provider)
                                                                  else None))
+        aws_environment = build_environment(provider, profile, settings.image_build_environment)
+        account_check = self._account_check(name, settings, region, aws_environment)
         image = TuringImage(f"{name}-image", {
             "base_image": settings.base_image, "vllm_version": catalog.PINS["vllm.sagemaker"], "region": region,
             "keep_images": settings.keep_images, "name_prefix": settings.name_prefix or default_prefix(name),
-            "tags": settings.labels,
-            "build_environment": build_environment(provider, profile, settings.image_build_environment)},
-            opts=child)
+            "tags": settings.labels, "build_environment": aws_environment},
+            # The upload and the build wait for the account check: nothing bills before it passed.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[account_check]))
 
         if settings.execution_role_arn is None:
             role, role_policy = service_role(f"{name}-execution", "sagemaker.amazonaws.com", [
@@ -235,6 +269,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
             tags=tags,
             opts=child,
         )
+        self._watch_endpoint(name, config, region, aws_environment, fallback_instance_types(settings.instance_type))
         # The stack tag lets preflight find this stack's endpoint (an update holds two fleets).
         # Autoscaled, a new configuration makes a new endpoint (see the module's docstring).
         endpoint = aws.sagemaker.Endpoint(
@@ -269,6 +304,35 @@ class SageMakerT4Endpoint(T4ServingComponent):
             cost_per_hour_usd=cost_per_hour_usd(settings),
             billing_after_destroy_usd_per_month=billing_after_destroy_usd_per_month(settings),
         )
+
+    def _account_check(self, name: str, settings: SageMakerT4EndpointSettings, region: str,
+                       environment: pulumi.Output[dict[str, str]]) -> command.local.Command:
+        """CodeBuild's build quota and the endpoint quota, asked at `up` (not at preview) before the image
+        build (gemma4_t4/clouds/aws_account_check.py). It runs again when what sizes the endpoint changes."""
+        request = json.dumps({"stack": pulumi.get_stack(), "instance_type": settings.instance_type,
+                              "instances": settings.instance_count, "most": settings.instances_max,
+                              "compute_type": catalog.CODEBUILD_COMPUTE_TYPE,
+                              "tag": image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image)})
+        return command.local.Command(
+            f"{name}-account-check",
+            create=ACCOUNT_CHECK,
+            environment=environment.apply(lambda given: {"AWS_REGION": region, **given, ACCOUNT_CHECK_ENV: request}),
+            triggers=[request],
+            opts=pulumi.ResourceOptions(parent=self))
+
+    def _watch_endpoint(self, name: str, config: aws.sagemaker.EndpointConfiguration, region: str,
+                        environment: pulumi.Output[dict[str, str]], fallbacks: list[str]) -> command.local.Command:
+        """Beside the endpoint's creation from CONFIG: one that fails to reach InService is deleted, its log group
+        given a retention, its FailureReason printed (components/scripts/endpoint_watch.py)."""
+        return command.local.Command(
+            f"{name}-endpoint-watch",
+            create=ENDPOINT_WATCH,
+            environment=pulumi.Output.all(environment, config.name).apply(lambda found: {
+                "AWS_REGION": region, **found[0],
+                ENDPOINT_WATCH_ENV: json.dumps({"config_name": found[1], "name_prefix": f"{name}-endpoint",
+                                                "fallbacks": fallbacks})}),
+            triggers=[config.name],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
 
     def _autoscale(self, name: str, args: SageMakerT4EndpointSettings, endpoint: aws.sagemaker.Endpoint,
                    tags: dict[str, str]) -> aws.appautoscaling.Target:
@@ -326,25 +390,34 @@ class SageMakerT4Endpoint(T4ServingComponent):
             {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint.arn},
             {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": dead_letters.arn}]
         if scaling is not None:
-            # Deleting an autoscaled endpoint deregisters its target with the caller's rights, and
-            # fails without them (SageMaker: "Delete endpoints configured for auto scaling").
+            # Deleting an autoscaled endpoint deregisters its target with the caller's rights, and fails
+            # without them. AWS's page asks for the action, not for a target's ARN (SageMaker developer guide,
+            # "Delete endpoints configured for auto scaling", endpoint-delete-with-scaling.html, read
+            # 2026-12-04): the check is made by Application Auto Scaling on SageMaker's behalf. It lets the
+            # role stop autoscaling, nothing more; DeleteEndpoint stays this endpoint's alone.
             statements.append({"Effect": "Allow", "Action": "application-autoscaling:DeregisterScalableTarget",
-                               "Resource": scaling.arn})
+                               "Resource": "*"})
         role, policy = service_role(f"{name}-ttl", "scheduler.amazonaws.com", statements, tags, self)
         clock = command.local.Command(f"{name}-in-service-at", create=CLOCK, triggers=[endpoint.id],
                                       opts=pulumi.ResourceOptions(parent=self, depends_on=[endpoint]))
         deletes_at = clock.stdout.apply(lambda up: (datetime.fromisoformat(up.strip().replace("Z", "+00:00")) + ttl)
                                         .strftime("%Y-%m-%dT%H:%M:%SZ"))
-        aws.scheduler.Schedule(
-            f"{name}-ttl",
-            schedule_expression=deletes_at.apply(lambda at: f"at({at.rstrip('Z')})"),
-            schedule_expression_timezone="UTC",
-            flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
-            target=aws.scheduler.ScheduleTargetArgs(
-                arn=DELETE_ENDPOINT_TARGET, role_arn=role.arn,
-                input=pulumi.Output.json_dumps({"EndpointName": endpoint.name}),
-                retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(**TTL_RETRY),
-                dead_letter_config=aws.scheduler.ScheduleTargetDeadLetterConfigArgs(arn=dead_letters.arn)),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
-        )
+        target = aws.scheduler.ScheduleTargetArgs(
+            arn=DELETE_ENDPOINT_TARGET, role_arn=role.arn,
+            input=pulumi.Output.json_dumps({"EndpointName": endpoint.name}),
+            retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(**TTL_RETRY),
+            dead_letter_config=aws.scheduler.ScheduleTargetDeadLetterConfigArgs(arn=dead_letters.arn))
+        for suffix, after in (("", timedelta(0)), ("-backstop", TTL_BACKSTOP)):
+            # The backstop: the same delete again later. A delete refused while the endpoint is Updating is a
+            # 4xx, and whether Scheduler retries a universal target's 4xx is undocumented; if it does not, the
+            # first attempt goes to the dead-letter queue and only the backstop deletes the endpoint. After a
+            # delete that worked, the backstop's finds no endpoint and lands in the queue, harmlessly.
+            aws.scheduler.Schedule(
+                f"{name}-ttl{suffix}",
+                schedule_expression=deletes_at.apply(functools.partial(one_time_expression, after=after)),
+                schedule_expression_timezone="UTC",
+                flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+                target=target,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
+            )
         return deletes_at, dead_letters.url

@@ -9,7 +9,7 @@ here, in its own process, on its backends:
   a chosen phase with CodeBuild's context message.
 - ECR: moto keeps every repository in the caller's account (registryId is ignored), so the AWS
   base image registry is a repository of the caller's account here.
-- Service Quotas: moto knows only the VPC quotas; `add_sagemaker_quotas` adds SageMaker's
+- Service Quotas: moto knows only the VPC quotas; `add_quotas` adds SageMaker's and CodeBuild's
   (default values, and applied values where a test sets them).
 - EventBridge Scheduler: moto stores schedules but never fires them; `fire_schedule` does what
   the service does at the schedule's time for a universal target: the target's SDK call with the
@@ -70,28 +70,43 @@ def _backend(service: str, account: str = ACCOUNT, region: str = REGION):
 # --- CodeBuild ------------------------------------------------------------------------------------
 
 
-def manifest(tag: str) -> str:
-    """A small image manifest; moto's digest is the sha256 of this text, like a registry's."""
-    return json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
+def manifest(tag: str, media_type: str = "application/vnd.docker.distribution.manifest.v2+json") -> str:
+    """A small image manifest of MEDIA_TYPE (ECR reports it as imageManifestMediaType)."""
+    return json.dumps({"schemaVersion": 2, "mediaType": media_type,
                        "config": {"mediaType": "application/vnd.docker.container.image.v1+json", "size": 2,
                                   "digest": "sha256:" + "c" * 64}, "layers": [], "annotations": {"tag": tag}})
 
 
 @dataclass
 class Outcome:
-    """What one build does: after ``polls`` looks, succeed (pushing ``push`` = (repository, tag))
-    or fail in ``phase`` with ``message``."""
+    """What one build does: after ``polls`` looks, succeed (pushing ``push`` = (repository, tag), as a manifest of
+    ``media_type``) or fail in ``phase`` with a phase context of ``status_code`` and ``message``."""
     status: str = "SUCCEEDED"
     phase: str = ""
     message: str = ""
     polls: int = 2
     push: tuple[str, str] | None = None
+    media_type: str = "application/vnd.docker.distribution.manifest.v2+json"
+    status_code: str = "CLIENT_ERROR"
+
+
+# StartBuild's answer to an account whose build quota is used up or 0 (CodeBuild API reference, StartBuild
+# errors: AccountLimitExceededException, "An AWS service limit was exceeded for the calling AWS account";
+# the message as published in aws-ia/terraform-aws-control_tower_account_factory#179, 2022-06-01).
+ACCOUNT_LIMIT_MESSAGE = "Cannot have more than 0 builds in queue for the account"
+
+
+def _account_limit_exceeded(message: str) -> Exception:
+    from moto.core.exceptions import JsonRESTError
+
+    return JsonRESTError("AccountLimitExceededException", message)
 
 
 @dataclass
 class CodeBuildWorker:
     outcomes: list[Outcome] = field(default_factory=list)
     started: list[dict[str, Any]] = field(default_factory=list)  # each start_build request as sent
+    refuse_start: str | None = None  # StartBuild answers AccountLimitExceededException with this message
     _polls: dict[str, int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -102,8 +117,16 @@ class CodeBuildWorker:
         worker, original_start = self, CodeBuildResponse.start_build
 
         def start_build(response_self):
-            worker.started.append(json.loads(response_self.body))
-            return original_start(response_self)
+            request = json.loads(response_self.body)
+            if worker.refuse_start is not None:
+                raise _account_limit_exceeded(worker.refuse_start)
+            worker.started.append(request)
+            result = original_start(response_self)
+            # The build as CodeBuild describes it (API reference, Build): its source at the override's location.
+            metadata = response_self.codebuild_backend.build_metadata[request["projectName"]].build_metadata
+            if request.get("sourceLocationOverride"):
+                metadata["source"] = {"type": "S3", "location": request["sourceLocationOverride"]}
+            return result
 
         def batch_get_builds(backend_self, ids):
             builds = [b for history in backend_self.build_metadata_history.values() for b in history if b["id"] in ids]
@@ -127,13 +150,14 @@ class CodeBuildWorker:
         build["phases"] = []
         for phase in phases:
             if outcome.status != "SUCCEEDED" and phase == outcome.phase:
-                build["phases"].append({"phaseType": phase, "phaseStatus": outcome.status,
-                                        "contexts": [{"statusCode": "CLIENT_ERROR", "message": outcome.message}]})
+                build["phases"].append({"phaseType": phase, "phaseStatus": outcome.status, "contexts": [
+                    {"statusCode": outcome.status_code, "message": outcome.message}]})
                 break
             build["phases"].append({"phaseType": phase, "phaseStatus": "SUCCEEDED"})
         if outcome.status == "SUCCEEDED" and outcome.push:
             repository, tag = outcome.push
-            _backend("ecr", backend.account_id, backend.region_name).put_image(repository, manifest(tag), tag)
+            _backend("ecr", backend.account_id, backend.region_name).put_image(
+                repository, manifest(tag, outcome.media_type), tag)
         build["buildStatus"] = outcome.status
         build["currentPhase"] = "COMPLETED"
         build["buildComplete"] = True
@@ -142,24 +166,27 @@ class CodeBuildWorker:
 # --- Service Quotas -----------------------------------------------------------------------------------
 
 
-def add_sagemaker_quotas(monkeypatch, defaults: dict[str, float], applied: dict[str, float]) -> dict[str, str]:
-    """SageMaker's endpoint-usage quotas in moto: {quota name: default} as AWS lists them, and
-    {quota name: applied value} for the account. Returns {name: quota code} (made-up codes)."""
+def add_quotas(monkeypatch, service: str, service_name: str, defaults: dict[str, float], applied: dict[str, float],
+               codes: dict[str, str] | None = None) -> dict[str, str]:
+    """SERVICE's quotas in moto: {quota name: default} as AWS lists them (ListAWSDefaultServiceQuotas), and
+    {quota name: applied value} for the account (GetServiceQuota; a quota with none applied answers
+    NoSuchResourceException, as AWS does). Returns {name: quota code}: CODES where the catalog records the
+    real ones, else made-up codes. Several services may be added; each call chains to the previous."""
     from moto.servicequotas.exceptions import NoSuchResource
     from moto.servicequotas.models import ServiceQuotasBackend
 
-    codes = {name: f"L-STANDIN{i:02d}" for i, name in enumerate(defaults)}
-    entries = {codes[name]: {"ServiceCode": "sagemaker", "ServiceName": "Amazon SageMaker", "QuotaCode": codes[name],
+    codes = codes or {name: f"L-STANDIN{i:02d}" for i, name in enumerate(defaults)}
+    entries = {codes[name]: {"ServiceCode": service, "ServiceName": service_name, "QuotaCode": codes[name],
                              "QuotaName": name, "Value": value, "Unit": "None", "Adjustable": True,
                              "GlobalQuota": False} for name, value in defaults.items()}
     original_list, original_get = (ServiceQuotasBackend.list_aws_default_service_quotas,
                                    ServiceQuotasBackend.get_service_quota)
 
     def list_defaults(self, service_code):
-        return list(entries.values()) if service_code == "sagemaker" else original_list(self, service_code)
+        return list(entries.values()) if service_code == service else original_list(self, service_code)
 
     def get_quota(self, service_code, quota_code):
-        if service_code != "sagemaker":
+        if service_code != service:
             return original_get(self, service_code, quota_code)
         name = next((n for n, c in codes.items() if c == quota_code), None)
         if name not in applied:
@@ -171,6 +198,57 @@ def add_sagemaker_quotas(monkeypatch, defaults: dict[str, float], applied: dict[
     monkeypatch.setattr(ServiceQuotasBackend, "list_aws_default_service_quotas", list_defaults)
     monkeypatch.setattr(ServiceQuotasBackend, "get_service_quota", get_quota)
     return codes
+
+
+def add_sagemaker_quotas(monkeypatch, defaults: dict[str, float], applied: dict[str, float]) -> dict[str, str]:
+    """SageMaker's endpoint-usage quotas (made-up codes)."""
+    return add_quotas(monkeypatch, "sagemaker", "Amazon SageMaker", defaults, applied)
+
+
+def add_codebuild_quota(monkeypatch, default: float, applied: float | None) -> str:
+    """CodeBuild's quota for the project's compute type, by its real name and code (catalog/aws.py);
+    APPLIED None: nothing applied to the account. Returns the quota's name."""
+    from gemma4_t4 import catalog
+
+    name = catalog.CODEBUILD_BUILD_QUOTAS[catalog.CODEBUILD_COMPUTE_TYPE]
+    add_quotas(monkeypatch, "codebuild", "AWS CodeBuild", {name: default}, {} if applied is None else {name: applied},
+               codes={name: catalog.CODEBUILD_BUILD_QUOTA_CODES[catalog.CODEBUILD_COMPUTE_TYPE]})
+    return name
+
+
+# --- SageMaker's endpoint quota at CreateEndpoint -------------------------------------------------------
+
+
+def enforce_endpoint_quota(monkeypatch, limits: dict[str, int]) -> None:
+    """CreateEndpoint refuses instances beyond the account's "TYPE for endpoint usage" (moto creates anything),
+    counting those the account's endpoints not Failed hold. The answer as SageMaker gives it: error code
+    ResourceLimitExceeded (awsdocs/amazon-sagemaker-developer-guide#70, 2020-03-25), the message as published in
+    aws-samples/aws-genai-llm-chatbot#244 (2023-11-27)."""
+    from moto.sagemaker.exceptions import SagemakerClientError
+    from moto.sagemaker.models import SageMakerModelBackend
+
+    class ResourceLimitExceeded(SagemakerClientError):
+        code = "ResourceLimitExceeded"
+
+    original = SageMakerModelBackend.create_endpoint
+
+    def create_endpoint(self, endpoint_name, endpoint_config_name, tags):
+        config = self.describe_endpoint_config(endpoint_config_name)
+        for variant in config["ProductionVariants"]:
+            kind, delta = variant["InstanceType"], int(variant["InitialInstanceCount"])
+            used = sum(int(v.get("CurrentInstanceCount") or v.get("InitialInstanceCount") or 0)
+                       for e in self.endpoints.values() if e.endpoint_status != "Failed"
+                       for v in self.describe_endpoint_config(e.endpoint_config_name)["ProductionVariants"]
+                       if v["InstanceType"] == kind)
+            limit = limits.get(kind, 0)
+            if used + delta > limit:
+                raise ResourceLimitExceeded(
+                    f"The account-level service limit '{kind} for endpoint usage' is {limit} Instances, with current "
+                    f"utilization of {used} Instances and a request delta of {delta} Instances. Please use AWS "
+                    "Service Quotas to request an increase for this quota.")
+        return original(self, endpoint_name, endpoint_config_name, tags)
+
+    monkeypatch.setattr(SageMakerModelBackend, "create_endpoint", create_endpoint)
 
 
 # --- EventBridge Scheduler ----------------------------------------------------------------------------

@@ -84,15 +84,19 @@ def test_ttl_counts_from_the_clock_read_when_the_endpoint_is_in_service(run_stac
     assert clock.inputs["create"] == CLOCK and clock.inputs["triggers"] == [endpoint.state["name"]]
     assert "aws:sagemaker/endpoint:Endpoint::gemma4-t4-endpoint" in clock.options["dependsOn"]
     # The mocks' clock says 2030-01-01T00:00:00Z.
-    schedule = plan.one(SCHEDULE).inputs
+    schedule = plan.one(SCHEDULE, "gemma4-t4-ttl").inputs
     assert schedule["scheduleExpression"] == "at(2030-01-01T08:30:00)"
     assert schedule["scheduleExpressionTimezone"] == "UTC" and schedule["flexibleTimeWindow"] == {"mode": "OFF"}
     assert plan.outputs["endpoint_deletes_at"] == "2030-01-01T08:30:00Z"
+    # The backstop: the same delete an hour later, for a first one refused while the endpoint was busy.
+    backstop = plan.one(SCHEDULE, "gemma4-t4-ttl-backstop").inputs
+    assert backstop["scheduleExpression"] == "at(2030-01-01T09:30:00)"
+    assert backstop["target"] == schedule["target"] and backstop["flexibleTimeWindow"] == {"mode": "OFF"}
 
 
 def test_ttl_retries_and_keeps_what_failed_in_a_dead_letter_queue(run_stack):
     plan = run_stack("sagemaker-t4", "endpointTtl=2h")
-    target = plan.one(SCHEDULE).inputs["target"]
+    target = plan.one(SCHEDULE, "gemma4-t4-ttl").inputs["target"]
     queue = plan.one("aws:sqs/queue:Queue")
     assert target["retryPolicy"] == {"maximumRetryAttempts": 185.0, "maximumEventAgeInSeconds": 86400.0}
     assert target["deadLetterConfig"] == {"arn": queue.state["arn"]}
@@ -102,7 +106,7 @@ def test_ttl_retries_and_keeps_what_failed_in_a_dead_letter_queue(run_stack):
 
 def test_ttl_deletes_the_endpoint_with_a_role_that_can_do_only_that(run_stack):
     plan = run_stack("sagemaker-t4", "endpointTtl=1d")
-    target = plan.one(SCHEDULE).inputs["target"]
+    target = plan.one(SCHEDULE, "gemma4-t4-ttl").inputs["target"]
     assert target["arn"] == "arn:aws:scheduler:::aws-sdk:sagemaker:deleteEndpoint"
     endpoint = plan.one("aws:sagemaker/endpoint:Endpoint").state
     assert json.loads(target["input"]) == {"EndpointName": endpoint["name"]}
@@ -117,7 +121,7 @@ def test_ttl_deletes_the_endpoint_with_a_role_that_can_do_only_that(run_stack):
 def test_the_plan_does_not_depend_on_when_it_runs(run_stack, monkeypatch):
     """The old TTL was a time checked against the plan's clock: once past, every `pulumi up`
     failed. Now nothing in the program reads the time: a year later the same stack plans the same."""
-    first = run_stack("sagemaker-t4", "endpointTtl=8h").one(SCHEDULE).inputs
+    first = run_stack("sagemaker-t4", "endpointTtl=8h").one(SCHEDULE, "gemma4-t4-ttl").inputs
 
     class Later(datetime):
         @classmethod
@@ -125,7 +129,7 @@ def test_the_plan_does_not_depend_on_when_it_runs(run_stack, monkeypatch):
             return datetime(2031, 6, 1, tzinfo=tz or UTC)
 
     monkeypatch.setattr(sagemaker, "datetime", Later)
-    assert run_stack("sagemaker-t4", "endpointTtl=8h").one(SCHEDULE).inputs["scheduleExpression"] \
+    assert run_stack("sagemaker-t4", "endpointTtl=8h").one(SCHEDULE, "gemma4-t4-ttl").inputs["scheduleExpression"] \
         == first["scheduleExpression"]
 
 

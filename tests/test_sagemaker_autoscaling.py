@@ -88,8 +88,14 @@ def test_the_ttl_may_deregister_the_target_it_deletes_the_endpoint_of(run_stack)
     assert not any(s["Action"].startswith("application-autoscaling:") for s in fixed)
     plan, scaled = ttl_statements("maxInstanceCount=2")
     deregister = [s for s in scaled if s["Action"] == "application-autoscaling:DeregisterScalableTarget"]
+    # As AWS's "Delete endpoints configured for auto scaling" asks: the action (Application Auto Scaling
+    # checks it on SageMaker's behalf); the delete itself stays this endpoint's alone.
     assert deregister == [{"Effect": "Allow", "Action": "application-autoscaling:DeregisterScalableTarget",
-                           "Resource": plan.one(TARGET).state["arn"]}]
+                           "Resource": "*"}]
+    endpoint = plan.one("aws:sagemaker/endpoint:Endpoint").state["arn"]
+    assert [s for s in scaled if s["Action"].startswith("sagemaker:")] == [
+        {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint}]
+    assert [s for s in scaled if s["Resource"] == "*"] == deregister, "nothing else unscoped"
 
 
 # --- the planned target and policy, registered in moto through the real API --------------------------

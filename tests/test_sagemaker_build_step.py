@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from aws_standin import ACCOUNT, REGION, CodeBuildWorker, Outcome, manifest
+from aws_standin import ACCOUNT, ACCOUNT_LIMIT_MESSAGE, REGION, CodeBuildWorker, Outcome, manifest
 from conftest import REPO
 
 from gemma4_t4 import catalog
@@ -101,13 +101,84 @@ def test_a_failed_build_fails_with_its_id_phase_message_and_log_link(moto, accou
     assert "log: https://" in result.stderr
 
 
+# CodeBuild's phase contexts for a role whose permissions have not propagated (Build.phases[].contexts):
+# DOWNLOAD_SOURCE as published in awslabs/aws-refarch-cross-account-pipeline#5 (2018-10-18) and
+# aws-samples/aws-simple-streaming-webapp#8 (2022-05-27); PRE_BUILD's command failure as CodeBuild words it
+# ("Phase context status code: COMMAND_EXECUTION_ERROR Message: Error while executing command: aws ecr
+# get-login-password ... Reason: exit status 1", a published CodeBuild log of 2024-02-19 whose role lacked
+# ecr:GetAuthorizationToken), here for the buildspec's login command.
+S3_REFUSED = ("AccessDenied: Access Denied status code: 403, request id: D18C063FBD, host id: q8QSdgeMXd9GzqiHAn9aR7e"
+              "+Qh5TNjYfRjbXxQP73FZbZWjFj78IXQ= for primary source and source version arn:aws:s3:::bucket/context/x.zip")
+LOGIN_REFUSED = ('Error while executing command: bash ecr-login.sh "$base_region" "$base_registry". '
+                 "Reason: exit status 1")
+
+
 def test_a_build_refused_before_the_policy_propagated_is_started_again(moto, account):
-    account.outcomes[:] = [Outcome(status="FAILED", phase="DOWNLOAD_SOURCE",
-                                   message="AccessDenied: Access Denied for object bucket/context/x.zip"),
+    account.outcomes[:] = [Outcome(status="FAILED", phase="DOWNLOAD_SOURCE", message=S3_REFUSED),
                            Outcome(push=("gemma4-t4-repo", TAG))]
     result = step(moto, request())
     assert result.returncode == 0, result.stderr
     assert len(account.started) == 2 and "permissions may not have propagated" in result.stderr
+
+
+def test_an_ecr_login_refused_in_pre_build_is_started_again(moto, account):
+    account.outcomes[:] = [Outcome(status="FAILED", phase="PRE_BUILD", status_code="COMMAND_EXECUTION_ERROR",
+                                   message=LOGIN_REFUSED), Outcome(push=("gemma4-t4-repo", TAG))]
+    result = step(moto, request())
+    assert result.returncode == 0, result.stderr
+    assert len(account.started) == 2 and "was refused in PRE_BUILD" in result.stderr
+
+
+def test_another_pre_build_failure_is_not_retried(moto, account):
+    account.outcomes[:] = [Outcome(status="FAILED", phase="PRE_BUILD", status_code="COMMAND_EXECUTION_ERROR",
+                                   message="Error while executing command: base_registry=x. Reason: exit status 1")]
+    result = step(moto, request())
+    assert result.returncode == 1 and len(account.started) == 1
+    assert "FAILED in phase PRE_BUILD: COMMAND_EXECUTION_ERROR: Error while executing command" in result.stderr
+
+
+def test_a_new_accounts_build_limit_names_the_quota_and_its_fix(moto, account):
+    account.refuse_start = ACCOUNT_LIMIT_MESSAGE
+    result = step(moto, request())
+    assert result.returncode == 1 and result.stdout == "" and account.started == []
+    assert (f"CodeBuild refused the build: {ACCOUNT_LIMIT_MESSAGE}. The account's \"Concurrently running builds "
+            "for Linux/Medium environment\" quota does not allow it") in result.stderr
+    assert "--service-code codebuild --quota-code L-2DC20C30 --desired-value 1" in result.stderr
+
+
+@pytest.mark.parametrize("media_type", ["application/vnd.oci.image.manifest.v1+json",
+                                        "application/vnd.oci.image.index.v1+json"])
+def test_an_oci_manifest_is_refused_after_the_push_with_the_fix(moto, account, media_type):
+    account.outcomes[:] = [Outcome(push=("gemma4-t4-repo", TAG), media_type=media_type)]
+    result = step(moto, request())
+    assert result.returncode == 1 and result.stdout == ""
+    assert (f"gemma4-t4-repo:{TAG} was pushed as {media_type}; SageMaker's CreateModel accepts only "
+            "application/vnd.docker.distribution.manifest.v2+json") in result.stderr
+    assert f"aws ecr batch-delete-image --repository-name gemma4-t4-repo --image-ids imageTag={TAG}" in result.stderr
+    # The next up finds the image kept under the immutable tag, and refuses it again rather than reusing it.
+    again = step(moto, request())
+    assert again.returncode == 1 and "was pushed as" in again.stderr and len(account.started) == 1
+
+
+def test_a_build_of_the_tag_left_running_by_an_interrupted_up_is_waited_for(moto, account):
+    """An `up` interrupted while its build ran: the next one joins that build instead of starting another,
+    which would fail pushing the same immutable tag."""
+    account.outcomes[:] = [Outcome(push=("gemma4-t4-repo", TAG), polls=4)]
+    left = moto.client("codebuild").start_build(projectName="gemma4-t4-build",
+                                                 sourceLocationOverride=f"bucket/context/{TAG}.zip")["build"]
+    result = step(moto, request())
+    assert result.returncode == 0, result.stderr
+    assert len(account.started) == 1, "no second build"
+    assert f"build {left['id']} of this tag is already running" in result.stderr
+    pushed = moto.client("ecr").describe_images(repositoryName="gemma4-t4-repo", imageIds=[{"imageTag": TAG}])
+    assert result.stdout == pushed["imageDetails"][0]["imageDigest"] + "\n"
+
+
+def test_a_running_build_of_another_context_is_not_joined(moto, account):
+    moto.client("codebuild").start_build(projectName="gemma4-t4-build",
+                                         sourceLocationOverride="bucket/context/other.zip")
+    result = step(moto, request())
+    assert result.returncode == 0 and len(account.started) == 2 and "already running" not in result.stderr
 
 
 def test_a_build_that_keeps_being_refused_stops_after_three_tries(moto, account):

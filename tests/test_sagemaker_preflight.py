@@ -10,7 +10,7 @@ import os
 import sys
 
 import pytest
-from aws_standin import add_sagemaker_quotas, set_endpoint_status
+from aws_standin import add_codebuild_quota, add_sagemaker_quotas, set_endpoint_status
 from conftest import REPO, run
 
 from gemma4_t4 import catalog, clouds
@@ -24,9 +24,11 @@ G4DN = "ml.g4dn.xlarge for endpoint usage"
 
 @pytest.fixture
 def aws(moto, monkeypatch):
+    """An account that may run CodeBuild builds (one, applied), whatever its endpoint quotas."""
     moto.reset()
     for key, value in moto.env().items():
         monkeypatch.setenv(key, value)
+    add_codebuild_quota(monkeypatch, default=15.0, applied=1.0)
     return moto
 
 
@@ -52,6 +54,16 @@ def test_the_default_quota_counts_when_none_is_applied(aws, monkeypatch):
     check = checks()[G4DN]
     assert not check.ok and "limit 0 (AWS default; nothing applied to this account)" in check.detail
     assert f'request "{G4DN}" = 1 in us-east-2' in check.fix and "quota code L-STANDIN00" in check.fix
+
+
+def test_codebuild_builds_are_checked_before_the_endpoint(aws, monkeypatch):
+    """A new account's CodeBuild limit of 0 (applied under a default of 15) is reported with its fix."""
+    name = add_codebuild_quota(monkeypatch, default=15.0, applied=0.0)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 2.0}, applied={})
+    result = checks()
+    assert next(iter(result)) == name == "Concurrently running builds for Linux/Medium environment"
+    assert not result[name].ok and "limit 0 (applied)" in result[name].detail
+    assert "--quota-code L-2DC20C30 --desired-value 1" in result[name].fix and result[G4DN].ok
 
 
 def test_the_applied_value_wins_over_the_default(aws, monkeypatch):

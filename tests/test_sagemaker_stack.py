@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import shutil
 import sys
@@ -74,7 +75,14 @@ def test_execution_role_can_only_pull_this_repository_and_write_endpoint_logs(ru
 def test_build_role_reads_the_context_pulls_the_base_and_pushes_only_our_repository(run_stack):
     plan = run_stack("sagemaker-t4")
     statements = {s["Sid"]: s for s in _policy(plan, "gemma4-t4-image-build-role-policy")["Statement"]}
-    assert statements["Context"]["Resource"] == plan.one("aws:s3/bucket:Bucket").state["arn"] + "/context/*"
+    bucket = plan.one("aws:s3/bucket:Bucket").state["arn"]
+    assert statements["Context"]["Resource"] == bucket + "/context/*"
+    # Bucket-level reads, as AWS's reference CodeBuild role has them, on this bucket only.
+    assert statements["ContextBucket"] == {"Sid": "ContextBucket", "Effect": "Allow",
+                                           "Action": ["s3:GetBucketAcl", "s3:GetBucketLocation"], "Resource": bucket}
+    actions = [a for st in statements.values() for a in ([st["Action"]] if isinstance(st["Action"], str)
+                                                         else st["Action"])]
+    assert not any(a.endswith("*") or a.startswith(("s3:Put", "s3:Delete", "iam:")) for a in actions)
     assert statements["PullBase"]["Resource"] == "arn:aws:ecr:us-east-2:763104351884:repository/vllm"
     assert statements["PushImage"]["Resource"] == plan.one("aws:ecr/repository:Repository").state["arn"]
     assert "ecr:PutImage" in statements["PushImage"]["Action"]
@@ -118,10 +126,11 @@ def test_codebuild_builds_privileged_from_the_uploaded_context(run_stack):
     assert archive["key"] == f"context/{tag}.zip"
     bucket = plan.one("aws:s3/bucket:Bucket").state["bucket"]
     assert project["source"] == {"type": "S3", "location": f"{bucket}/context/{tag}.zip"}
-    assert set(archive["source"]["archive"]) == {"Dockerfile", "buildspec.yml", "pyproject.toml", "sm75_gate.py",
+    assert set(archive["source"]["archive"]) == {"Dockerfile", "buildspec.yml", "ecr-login.sh", "build-image.sh",
+                                                 "pyproject.toml", "sm75_gate.py",
                                                  *[f"turing_clamp/{p.name}" for p in
                                                    (REPO / "turing" / "turing_clamp").glob("*.py")]}
-    assert plan.one(COMMAND).inputs["triggers"] == [tag]
+    assert plan.one(COMMAND, "gemma4-t4-image-codebuild-run").inputs["triggers"] == [tag]
 
 
 def test_a_changed_clamp_changes_the_tag_and_an_unchanged_one_does_not(tmp_path, monkeypatch):
@@ -190,6 +199,19 @@ REFUSED = [
     ("model=", "gemma4-t4:model", "gemma4-t4:model"),
     ("baseImage=", "gemma4-t4:baseImage", "baseImage 763104351884"),
     ("instanceCount=0", "gemma4-t4:instanceCount", "instanceCount 1"),
+    # Configs that can never serve (issue 21): a startup window shorter than a T4 needs (seed 002), a base whose
+    # CUDA cannot be known, a region SageMaker does not have, a typo in the AWS provider's keys.
+    ("startupHealthCheckTimeoutSeconds=120", "gemma4-t4:startupHealthCheckTimeoutSeconds", "900"),
+    ("baseImage=763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm@sha256:" + "a" * 64, "gemma4-t4:baseImageCuda",
+     "baseImageCuda 13.0"),
+    ("baseImage=763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm:0.30.0-gpu-py312-cu130", "gemma4-t4:baseImageCuda",
+     "baseImageCuda 13.0"),
+    ("baseImageCuda=thirteen", "gemma4-t4:baseImageCuda", "baseImageCuda 13.0"),
+    ("baseImageCuda=12.4", "gemma4-t4:baseImageCuda", "rm gemma4-t4:baseImageCuda"),
+    ("aws:region=us-east-7", "aws:region", "aws:region us-east-2"),
+    ("aws:region=eu-west", "aws:region", "aws:skipRegionValidation true"),
+    ("aws:regoin=eu-west-1", "aws:regoin", "aws:region"),
+    ("aws:assumeRols=[]", "aws:assumeRols", "aws:assumeRoles"),
 ]
 
 
@@ -198,6 +220,29 @@ def test_bad_input_is_refused_before_any_resource(refused_stack, override, key, 
     error, partial = refused_stack("sagemaker-t4", override)
     assert error.key == key and fix in str(error)
     assert partial.resources == []
+
+
+def test_a_base_whose_cuda_is_stated_is_checked_against_the_host(run_stack, refused_stack):
+    digest_only = "baseImage=763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm@sha256:" + "a" * 64
+    assert run_stack("sagemaker-t4", digest_only, "baseImageCuda=13.0").find(MODEL)
+    error, _ = refused_stack("sagemaker-t4", digest_only, "baseImageCuda=13.0",
+                             "inferenceAmiVersion=al2-ami-sagemaker-inference-gpu-3-1")
+    assert error.key == "gemma4-t4:inferenceAmiVersion" and "needs CUDA 13.0" in str(error)
+
+
+def test_every_region_sagemaker_has_plans_and_a_newer_one_may_skip_the_check(run_stack):
+    assert run_stack("sagemaker-t4", "aws:region=eu-west-1").find(MODEL)
+    assert run_stack("sagemaker-t4", "aws:region=xx-future-1", "aws:skipRegionValidation=true").find(MODEL)
+
+
+def test_the_provider_keys_are_the_installed_providers():
+    """The catalog's aws:* keys are exactly those the installed pulumi-aws reads (its config module)."""
+    import importlib.util
+    from pathlib import Path
+
+    package = Path(importlib.util.find_spec("pulumi_aws").submodule_search_locations[0])
+    text = (package / "config" / "vars.py").read_text()
+    assert set(re.findall(r"__config__\.get\w*\('(\w+)'\)", text)) == catalog.PULUMI_AWS_CONFIG_KEYS
 
 
 def test_cu130_image_on_a_driver_550_host_names_the_reason(refused_stack):
@@ -229,7 +274,9 @@ def test_dockerfile_is_hadolint_clean():
 def test_dockerfile_keeps_the_entrypoint_and_gates_the_build():
     text = (REPO / "turing" / "Dockerfile").read_text()
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
-    assert lines[:2] == ["ARG BASE_IMAGE", "FROM ${BASE_IMAGE}"]
+    pinned = f"{catalog.PINS['sagemaker.base_image']}@{catalog.PINS['sagemaker.base_image_digest']}"
+    assert lines[:2] == [f"ARG BASE_IMAGE={pinned}", "FROM ${BASE_IMAGE}"]
+    assert re.fullmatch(r"sha256:[0-9a-f]{64}", catalog.PINS["sagemaker.base_image_digest"]), "the full digest"
     assert not any(line.startswith(("ENTRYPOINT", "CMD")) for line in lines), "SM_VLLM_* need the base entrypoint"
     for gate in ("-m turing_clamp check", "-m turing_clamp fit --strict", "sm75_gate.py ${SM75_GATE_ARGS}"):
         assert gate in text
@@ -240,13 +287,80 @@ def test_buildspec_has_the_phases_a_push_needs():
     assert spec["version"] == 0.2
     phases = spec["phases"]
     assert list(phases) == ["pre_build", "build", "post_build"]
-    logins = [c for c in phases["pre_build"]["commands"] if "docker login" in c]
-    assert len(logins) == 2 and any("base_registry" in c for c in logins) and any("TARGET_REPO" in c for c in logins)
-    assert phases["build"]["commands"] == ['docker build --build-arg BASE_IMAGE="$BASE_IMAGE" --tag '
-                                           '"$TARGET_REPO:$TARGET_TAG" .']
+    logins = [c for c in phases["pre_build"]["commands"] if "ecr-login.sh" in c]
+    assert logins == ['bash ecr-login.sh "$base_region" "$base_registry"',
+                      'bash ecr-login.sh "$AWS_REGION" "${TARGET_REPO%%/*}"']
+    assert phases["build"]["commands"] == ['bash build-image.sh "$BASE_IMAGE" "$TARGET_REPO:$TARGET_TAG"']
+    assert spec["env"]["variables"]["BUILDX_NO_DEFAULT_ATTESTATIONS"] == "1"
+    assert {"ecr-login.sh", "build-image.sh"} <= set(image_build.build_context_files()), "in the build's archive"
     post = "\n".join(phases["post_build"]["commands"])
     assert 'docker push "$TARGET_REPO:$TARGET_TAG"' in post
     assert all(phases[p].get("on-failure") == "ABORT" for p in phases)
+
+
+def fake_tools(tmp_path, aws_failures: list[str], buildx: bool = True) -> dict[str, str]:
+    """`aws` answering each call with the next failure of AWS_FAILURES (then a password), and `docker`
+    recording its arguments (with or without buildx)."""
+    calls = tmp_path / "calls"
+    (tmp_path / "failures").write_text("\n".join(aws_failures) + ("\n" if aws_failures else ""))
+    (tmp_path / "aws").write_text(f"""#!/usr/bin/env bash
+echo "aws $*" >> {calls}
+failure=$(head -n 1 {tmp_path}/failures); sed -i 1d {tmp_path}/failures
+if [ -n "$failure" ]; then echo "$failure" >&2; exit 254; fi
+echo password
+""")
+    (tmp_path / "docker").write_text(f"""#!/usr/bin/env bash
+echo "docker $*" >> {calls}
+if [ "$1 $2" = "buildx version" ]; then exit {0 if buildx else 1}; fi
+cat > /dev/null
+""")
+    for tool in ("aws", "docker"):
+        (tmp_path / tool).chmod(0o755)
+    return {"PATH": f"{tmp_path}:/usr/bin:/bin"}
+
+
+# The AWS CLI's answer to a role refused the ECR token (botocore's ClientError text, as in a published
+# CodeBuild log of 2024-02-19 whose build role lacked ecr:GetAuthorizationToken).
+TOKEN_REFUSED = ("An error occurred (AccessDeniedException) when calling the GetAuthorizationToken operation: User: "
+                 "arn:aws:sts::123456789012:assumed-role/build-role/AWSCodeBuild-1 is not authorized to perform: "
+                 "ecr:GetAuthorizationToken on resource: * because no identity-based policy allows the "
+                 "ecr:GetAuthorizationToken action")
+
+
+def test_the_ecr_login_is_retried_while_the_role_propagates(tmp_path):
+    env = fake_tools(tmp_path, [TOKEN_REFUSED, TOKEN_REFUSED])
+    result = run(["bash", str(REPO / "turing" / "ecr-login.sh"), "us-east-2", "1.dkr.ecr.us-east-2.amazonaws.com",
+                  "6", "0"], env=env)
+    assert result.returncode == 0, result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls.count("aws ecr get-login-password --region us-east-2") == 3
+    assert calls[-1] == "docker login --username AWS --password-stdin 1.dkr.ecr.us-east-2.amazonaws.com"
+    assert "refused (try 2 of 6)" in result.stderr
+
+
+def test_the_ecr_login_gives_up_after_its_tries_and_at_once_on_another_error(tmp_path):
+    env = fake_tools(tmp_path, [TOKEN_REFUSED] * 3)
+    result = run(["bash", str(REPO / "turing" / "ecr-login.sh"), "us-east-2", "r", "3", "0"], env=env)
+    assert result.returncode == 1 and "still refused after 3 tries" in result.stderr
+    other = tmp_path / "other"
+    other.mkdir()
+    env = fake_tools(other, ["Could not connect to the endpoint URL: \"https://api.ecr.us-east-2.amazonaws.com/\""])
+    result = run(["bash", str(REPO / "turing" / "ecr-login.sh"), "us-east-2", "r", "3", "0"], env=env)
+    assert result.returncode == 1 and "not retried" in result.stderr
+    assert (other / "calls").read_text().count("get-login-password") == 1
+
+
+@pytest.mark.parametrize("buildx", [True, False])
+def test_the_image_is_built_without_attestations(tmp_path, buildx):
+    env = fake_tools(tmp_path, [], buildx=buildx)
+    result = run(["bash", str(REPO / "turing" / "build-image.sh"), "base@sha256:1", "repo:tag"], env=env, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    build = (tmp_path / "calls").read_text().splitlines()[-1]
+    if buildx:
+        assert build == ("docker buildx build --provenance=false --sbom=false --output type=docker "
+                         "--build-arg BASE_IMAGE=base@sha256:1 --tag repo:tag .")
+    else:
+        assert build == "docker build --build-arg BASE_IMAGE=base@sha256:1 --tag repo:tag ."
 
 
 # --- the build step as the stack wires it ---------------------------------------------------------
@@ -371,3 +485,18 @@ def _torch(version: str, cuda: str | None, arch: str = "") -> types.SimpleNamesp
 def test_gate_verdicts(torch, allow, ok, words):
     verdict, message = _gate().verdict(torch, allow)
     assert verdict is ok and words in message
+
+
+# --- cost beside the serving hours ---------------------------------------------------------------------
+
+
+def test_cost_counts_each_build_and_the_image_in_ecr_while_up():
+    """13 CodeBuild minutes per build (seed 002's phase times, 780 s) and 8.34 GiB in ECR, at catalog prices."""
+    items = {i.name: (i.usd, i.per) for i in clouds.estimate("sagemaker-t4", (), REPO).extras}
+    assert items == {"image build (CodeBuild)": (0.13, "build"), "image in ECR while the stack is up": (0.9, "month")}
+
+
+def test_cost_counts_the_base_pulled_from_another_region(run_stack):
+    items = {i.name: (i.usd, i.per) for i in clouds.estimate("sagemaker-t4", ("aws:region=us-west-2",), REPO).extras}
+    assert items["base image pulled from us-east-2 into us-west-2"] == (0.16, "build")
+    assert len(items) == 3

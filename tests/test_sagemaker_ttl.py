@@ -54,18 +54,21 @@ def deployed(moto, run_stack, monkeypatch):
     policy = plan.find("aws:iam/rolePolicy:RolePolicy", "gemma4-t4-ttl-policy")[0].inputs["policy"]
     iam.put_role_policy(RoleName="gemma4-t4-ttl", PolicyName="gemma4-t4-ttl-policy", PolicyDocument=real(policy))
 
-    schedule = plan.one(SCHEDULE).inputs
-    target = schedule["target"]
-    moto.client("scheduler").create_schedule(
-        Name="gemma4-t4-ttl", ScheduleExpression=schedule["scheduleExpression"],
-        ScheduleExpressionTimezone=schedule["scheduleExpressionTimezone"],
-        FlexibleTimeWindow={"Mode": schedule["flexibleTimeWindow"]["mode"]},
-        Target={"Arn": target["arn"], "RoleArn": role_arn, "Input": real(target["input"]),
-                "RetryPolicy": {"MaximumRetryAttempts": int(target["retryPolicy"]["maximumRetryAttempts"]),
-                                "MaximumEventAgeInSeconds": int(target["retryPolicy"]["maximumEventAgeInSeconds"])},
-                "DeadLetterConfig": {"Arn": queue_arn}})
-    return {"schedule": "gemma4-t4-ttl", "queue_url": queue_url, "endpoint_arn": endpoint_arn,
-            "expression": schedule["scheduleExpression"]}
+    for name in ("gemma4-t4-ttl", "gemma4-t4-ttl-backstop"):
+        schedule = plan.one(SCHEDULE, name).inputs
+        target = schedule["target"]
+        moto.client("scheduler").create_schedule(
+            Name=name, ScheduleExpression=schedule["scheduleExpression"],
+            ScheduleExpressionTimezone=schedule["scheduleExpressionTimezone"],
+            FlexibleTimeWindow={"Mode": schedule["flexibleTimeWindow"]["mode"]},
+            Target={"Arn": target["arn"], "RoleArn": role_arn, "Input": real(target["input"]),
+                    "RetryPolicy": {"MaximumRetryAttempts": int(target["retryPolicy"]["maximumRetryAttempts"]),
+                                    "MaximumEventAgeInSeconds": int(
+                                        target["retryPolicy"]["maximumEventAgeInSeconds"])},
+                    "DeadLetterConfig": {"Arn": queue_arn}})
+    return {"schedule": "gemma4-t4-ttl", "backstop": "gemma4-t4-ttl-backstop", "queue_url": queue_url,
+            "endpoint_arn": endpoint_arn, "expression": plan.one(SCHEDULE, "gemma4-t4-ttl").inputs[
+                "scheduleExpression"]}
 
 
 def refuse_delete_while_busy(monkeypatch) -> None:
@@ -126,6 +129,27 @@ def test_a_delete_that_keeps_failing_lands_in_the_dead_letter_queue(moto, deploy
     assert len(letter["errors"]) == 4 and "Cannot update in-progress endpoint" in letter["errors"][-1]
 
 
+def test_a_delete_refused_at_the_deadline_and_not_retried_is_done_by_the_backstop(moto, deployed):
+    """Whether Scheduler retries a universal target's 4xx is undocumented: here it does not (one attempt).
+    The endpoint is Updating at the deadline, the first delete is refused and lands in the dead-letter
+    queue; the update ends; an hour later the backstop deletes the endpoint."""
+    set_endpoint_status("gemma", "Updating")
+    first = fire_schedule(moto, deployed["schedule"], endpoint_arn_of, max_attempts=1)
+    assert not first.delivered and endpoint_exists(moto)
+    assert first.errors == [f'ValidationException: Cannot update in-progress endpoint "{deployed["endpoint_arn"]}".']
+    set_endpoint_status("gemma", "InService")
+    backstop = fire_schedule(moto, deployed["backstop"], endpoint_arn_of, max_attempts=1)
+    assert backstop.delivered and not endpoint_exists(moto)
+    assert len(dead_letters(moto, deployed["queue_url"])) == 1, "only the refused first attempt"
+
+
+def test_after_a_delete_that_worked_the_backstop_finds_nothing_to_delete(moto, deployed):
+    assert fire_schedule(moto, deployed["schedule"], endpoint_arn_of, max_attempts=1).delivered
+    backstop = fire_schedule(moto, deployed["backstop"], endpoint_arn_of, max_attempts=1)
+    assert not backstop.delivered and not endpoint_exists(moto)
+    assert "Could not find endpoint" in backstop.errors[0]
+
+
 def test_the_role_may_delete_only_its_endpoint(moto, deployed):
     other = {"EndpointName": "someone-elses"}
     policy = moto.client("iam").get_role_policy(RoleName="gemma4-t4-ttl", PolicyName="gemma4-t4-ttl-policy")
@@ -137,9 +161,9 @@ def test_the_role_may_delete_only_its_endpoint(moto, deployed):
 def test_after_it_fired_the_stack_still_plans_and_the_endpoint_is_gone(moto, deployed, run_stack):
     """What `pulumi up` meets after the TTL: the program plans exactly as before (nothing in it reads
     the time), so `up` changes nothing; the endpoint is gone from AWS, which `pulumi refresh` records."""
-    before = run_stack("sagemaker-t4", "endpointTtl=8h").one(SCHEDULE).inputs["scheduleExpression"]
+    before = run_stack("sagemaker-t4", "endpointTtl=8h").one(SCHEDULE, "gemma4-t4-ttl").inputs["scheduleExpression"]
     assert fire_schedule(moto, deployed["schedule"], endpoint_arn_of).delivered
-    assert run_stack("sagemaker-t4", "endpointTtl=8h").one(SCHEDULE).inputs["scheduleExpression"] == before
+    assert run_stack("sagemaker-t4", "endpointTtl=8h").one(SCHEDULE, "gemma4-t4-ttl").inputs["scheduleExpression"] == before
     with pytest.raises(moto.client("sagemaker").exceptions.ClientError, match="Could not find endpoint"):
         moto.client("sagemaker").describe_endpoint(EndpointName="gemma")
 

@@ -21,6 +21,18 @@ pytestmark = pytest.mark.components
 
 RECORDED = json.loads((REPO / "tests" / "fixtures" / "registered-0.2.0.json").read_text())
 ROOT_STACK = "pulumi:pulumi:Stack"
+# Resources added since 0.2.0, created on the upgrade (nothing old is replaced for them): (stack, type, name).
+# None is a VM, a disk or an endpoint; each is named here so that an unplanned addition still fails.
+ADDED_SINCE_020 = {
+    # The account check before the image build (issue 21): a local command, nothing in the account.
+    ("sagemaker-t4", "command:local:Command", "gemma4-t4-account-check"),
+    # The endpoint watch (issue 21): deletes an endpoint that failed to reach InService; a local command.
+    ("sagemaker-t4", "command:local:Command", "gemma4-t4-endpoint-watch"),
+    # The TTL's backstop schedule (issue 21): a second one-time delete of the endpoint, an hour after the first.
+    ("sagemaker-t4", "aws:scheduler/schedule:Schedule", "gemma4-t4-ttl-backstop"),
+}
+KEPT_TYPES = ("gcp:compute/instance:Instance", "gcp:compute/disk:Disk", "aws:sagemaker/endpoint:Endpoint",
+              "aws:sagemaker/endpointConfiguration:EndpointConfiguration", "aws:sagemaker/model:Model")
 
 
 def _parts(urn: str) -> tuple[str, str, str]:
@@ -100,7 +112,10 @@ def test_every_resource_of_a_020_stack_is_matched_and_not_replaced(run_stack, st
             want = old["inputs_sha256_without_metadata"] if without_guest else old["inputs_sha256"]
             assert hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest() == want, (
                 f"{new.urn}: {sorted(kept)} changed, which replaces it")
-    assert len(plan.resources) == len(olds), "an upgrade adds or drops resources"
+    added = {(stack, r.type, r.name) for urn, r in found.items() if urn not in olds}
+    assert added == {a for a in ADDED_SINCE_020 if a[0] == stack}, "an upgrade adds resources not planned for"
+    assert not any(type_ in KEPT_TYPES for _, type_, _ in added), "an upgrade adds a VM, disk or endpoint"
+    assert len(plan.resources) == len(olds) + len(added), "an upgrade drops resources"
     assert engine.matched, "the old types are matched through aliases"
 
 

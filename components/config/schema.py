@@ -484,6 +484,7 @@ class SageMakerT4EndpointSettings(ServingSettings):
     allow_non_t4_instance: Flag = False
     inference_ami_version: str = catalog.PINS["sagemaker.ami"]
     base_image: str = catalog.PINS["sagemaker.base_image"]
+    base_image_cuda: str = ""
     startup_health_check_timeout_seconds: int = Field(900, ge=HEALTH_CHECK_RANGE_S[0], le=HEALTH_CHECK_RANGE_S[1])
     model_data_download_timeout_seconds: int = Field(1800, ge=HEALTH_CHECK_RANGE_S[0], le=HEALTH_CHECK_RANGE_S[1])
     keep_images: Flag = False
@@ -551,8 +552,8 @@ class SageMakerT4EndpointSettings(ServingSettings):
             raise ConfigError("inferenceAmiVersion", f"unknown host image {self.inference_ami_version!r} "
                               f"(known: {', '.join(sorted(catalog.SAGEMAKER_AMIS))})",
                               Set("inferenceAmiVersion", pin))
-        needed = catalog.cuda_required_by_image(self.base_image)
-        if needed is not None and host.cuda < needed:
+        needed = self._base_image_cuda()
+        if host.cuda < needed:
             raise ConfigError(
                 "inferenceAmiVersion",
                 f"{self.inference_ami_version} has driver {host.driver_branch} (CUDA {host.cuda[0]}.{host.cuda[1]}), "
@@ -562,6 +563,40 @@ class SageMakerT4EndpointSettings(ServingSettings):
         self._check_autoscaling()
         _check_aws_tags(self.labels)
         return self
+
+    def _base_image_cuda(self) -> tuple[int, int]:
+        """The CUDA the base image needs: from its tag (-cuXYZ-), else as the user states it (baseImageCuda).
+        Unknown is refused: the host image's driver could not be checked, and a mismatch fails the endpoint
+        after the build, with CannotStartContainerError and no logs (seed 002)."""
+        from_tag = catalog.cuda_required_by_image(self.base_image)
+        stated = None
+        if self.base_image_cuda:
+            match = re.fullmatch(r"(\d{1,2})\.(\d)", self.base_image_cuda.strip())
+            if match is None:
+                raise ConfigError("baseImageCuda", f"{self.base_image_cuda!r} is not a CUDA version (MAJOR.MINOR)",
+                                  Set("baseImageCuda", "13.0"))
+            stated = (int(match[1]), int(match[2]))
+        if from_tag is not None and stated is not None and stated != from_tag:
+            raise ConfigError("baseImageCuda", f"{self.base_image_cuda} contradicts the base image's tag, which says "
+                              f"CUDA {from_tag[0]}.{from_tag[1]}", Unset("baseImageCuda"))
+        found = stated or from_tag
+        if found is None:
+            raise ConfigError(
+                "baseImageCuda", f"the CUDA that {self.base_image} needs cannot be read from it (no -cuXYZ- in a tag, "
+                "e.g. a digest alone): the host image's driver cannot be checked against it. Read it from the "
+                "image (NVIDIA_REQUIRE_CUDA) and state it", Set("baseImageCuda", "13.0"))
+        return found
+
+    @field_validator("startup_health_check_timeout_seconds")
+    @classmethod
+    def _startup_window(cls, seconds: int) -> int:
+        least = catalog.SAGEMAKER_MIN_STARTUP_HEALTH_CHECK_S
+        if HEALTH_CHECK_RANGE_S[0] <= seconds < least:
+            raise ConfigError("startupHealthCheckTimeoutSeconds", f"{seconds} s is shorter than vLLM needs on a T4 to "
+                              f"download, load and compile the model before it answers /ping (at least {least} s): "
+                              "the endpoint would fail while still starting", Set("startupHealthCheckTimeoutSeconds",
+                                                                                  900))
+        return seconds
 
     def _check_autoscaling(self) -> None:
         defaults = type(self).model_fields

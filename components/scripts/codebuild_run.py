@@ -6,13 +6,19 @@ by components/image_build.py, so the build is looked for in the account the reso
 in; no AWS CLI is needed. Prints the image digest on stdout; everything else goes to stderr.
 
 1. An image with this tag already in the repository (immutable tags: same context, same image)
-   is reused, not rebuilt.
+   is reused, not rebuilt; a build of this tag still running (an `up` interrupted while it waited)
+   is waited for instead of starting a second one that would fail to push the same immutable tag.
 2. The base image is resolved to its digest and checked against the pin; CodeBuild builds from
    exactly that digest.
 3. The build role's inline policy must exist before the build starts, and a build refused in its
    first phases for lack of permissions (IAM is eventually consistent) is started again.
-4. On success the digest is read from ECR by tag. A failed build exits 1 with its id, the phase
+   A refusal of the ECR login in PRE_BUILD (turing/ecr-login.sh, after its own retries) is too.
+4. On success the digest and the manifest type are read from ECR by tag: SageMaker's CreateModel takes
+   only a Docker v2 schema 2 manifest, so anything else (an OCI manifest or index) is refused here, with
+   the fix, instead of at CreateModel after the build. A failed build exits 1 with its id, the phase
    that failed, its message and the log link, which fails `pulumi up`.
+5. StartBuild refused for the account's build quota (AccountLimitExceededException) names the quota
+   and how to raise it.
 """
 
 from __future__ import annotations
@@ -27,9 +33,14 @@ from typing import Any
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from gemma4_t4 import catalog
+
 SETTINGS_ENV = "GEMMA4_T4_BUILD"  # JSON: BuildRequest's fields
 ASSUME_ROLES_ENV = "GEMMA4_T4_ASSUME_ROLES"  # JSON list: the provider's aws:assumeRole(s), in order
 EARLY_PHASES = ("SUBMITTED", "QUEUED", "PROVISIONING", "DOWNLOAD_SOURCE")
+# The buildspec's ECR logins (turing/ecr-login.sh): a PRE_BUILD failure of one is a refused login; the
+# phase context names the command only ("COMMAND_EXECUTION_ERROR: Error while executing command: ...").
+LOGIN_COMMAND = "ecr-login.sh"
 PERMISSION_WORDS = ("AccessDenied", "not authorized", "Access Denied", "403")
 FAILED = ("FAILED", "FAULT", "TIMED_OUT", "STOPPED")
 MANIFEST_TYPES = ["application/vnd.docker.distribution.manifest.v2+json",
@@ -91,11 +102,22 @@ def session_from_env(env: dict[str, str]) -> boto3.session.Session:
 
 
 def existing_digest(ecr, repository: str, tag: str) -> str | None:
+    """The digest of REPOSITORY:TAG, refused unless its manifest is one SageMaker can run."""
     try:
         images = ecr.describe_images(repositoryName=repository, imageIds=[{"imageTag": tag}])["imageDetails"]
     except ecr.exceptions.ImageNotFoundException:
         return None
-    return images[0]["imageDigest"] if images else None
+    if not images:
+        return None
+    media_type = images[0].get("imageManifestMediaType", "")
+    if media_type != catalog.SAGEMAKER_MANIFEST_TYPE:
+        raise BuildError(
+            f"{repository}:{tag} was pushed as {media_type or 'an unknown manifest type'}; SageMaker's CreateModel "
+            f"accepts only {catalog.SAGEMAKER_MANIFEST_TYPE} (it answers \"Unsupported manifest media type\"). "
+            "The build pushes one only with provenance and SBOM attestations off (turing/build-image.sh); "
+            f"delete this image (aws ecr batch-delete-image --repository-name {repository} --image-ids "
+            f"imageTag={tag}) and run `pulumi up` again")
+    return images[0]["imageDigest"]
 
 
 def split_image(image: str) -> tuple[str, str, str, str]:
@@ -160,13 +182,51 @@ def failed_phase(build: dict[str, Any]) -> tuple[str, str]:
     return build.get("currentPhase", "unknown"), ""
 
 
-def run_build(codebuild, request: BuildRequest, base: str, timing: Timing, region: str) -> dict[str, Any]:
-    """Start the build and wait for it; a permission failure in the early phases is retried."""
-    for attempt in range(1, timing.permission_retries + 1):
-        build = codebuild.start_build(
+def build_in_progress(codebuild, request: BuildRequest) -> dict[str, Any] | None:
+    """A build of this project from this context (so of this tag) still running: an earlier `up` started it
+    and was interrupted. Only the newest builds are looked at; an older one has timed out."""
+    ids = codebuild.list_builds_for_project(projectName=request.project, sortOrder="DESCENDING")["ids"][:20]
+    builds = codebuild.batch_get_builds(ids=ids)["builds"] if ids else []
+    return next((b for b in builds if b.get("buildStatus") == "IN_PROGRESS"
+                 and (b.get("source") or {}).get("location") == request.source_location), None)
+
+
+def start(codebuild, request: BuildRequest, base: str, region: str) -> dict[str, Any]:
+    try:
+        return codebuild.start_build(
             projectName=request.project, sourceLocationOverride=request.source_location,
             environmentVariablesOverride=[{"name": "BASE_IMAGE", "value": base, "type": "PLAINTEXT"}])["build"]
-        say(f"started {build['id']} (attempt {attempt}); log: {log_link(build, region)}")
+    except codebuild.exceptions.AccountLimitExceededException as err:
+        quota = catalog.CODEBUILD_BUILD_QUOTAS[catalog.CODEBUILD_COMPUTE_TYPE]
+        code = catalog.CODEBUILD_BUILD_QUOTA_CODES[catalog.CODEBUILD_COMPUTE_TYPE]
+        raise BuildError(
+            f"CodeBuild refused the build: {err.response['Error']['Message']}. The account's \"{quota}\" "
+            f"quota does not allow it (new accounts often have 0; other builds may be running). Raise it: aws "
+            f"service-quotas request-service-quota-increase --region {region} --service-code "
+            f"{catalog.CODEBUILD_SERVICE_CODE} --quota-code {code} --desired-value 1 (Service Quotas > AWS "
+            "CodeBuild), then `pulumi up` again") from None
+
+
+def refused_for_permissions(phase: str, message: str) -> bool:
+    """A failure IAM propagation explains: AccessDenied while fetching the source (DOWNLOAD_SOURCE and before),
+    or the ECR login in PRE_BUILD still refused after its own retries."""
+    if phase in EARLY_PHASES:
+        return any(word in message for word in PERMISSION_WORDS)
+    return phase == "PRE_BUILD" and LOGIN_COMMAND in message
+
+
+def run_build(codebuild, request: BuildRequest, base: str, timing: Timing, region: str) -> dict[str, Any]:
+    """Start the build (or join one of this tag still running) and wait for it; a permission failure in the
+    early phases is retried."""
+    running = build_in_progress(codebuild, request)
+    for attempt in range(1, timing.permission_retries + 1):
+        if running is not None:
+            build, running = running, None
+            say(f"build {build['id']} of this tag is already running (an earlier `up` started it): waiting for it "
+                f"instead of starting another; log: {log_link(build, region)}")
+        else:
+            build = start(codebuild, request, base, region)
+            say(f"started {build['id']} (attempt {attempt}); log: {log_link(build, region)}")
         started = time.monotonic()
         while build.get("buildStatus", "IN_PROGRESS") == "IN_PROGRESS":
             if time.monotonic() - started > timing.timeout_s:
@@ -177,7 +237,7 @@ def run_build(codebuild, request: BuildRequest, base: str, timing: Timing, regio
         if build["buildStatus"] == "SUCCEEDED":
             return build
         phase, message = failed_phase(build)
-        refused = phase in EARLY_PHASES and any(word in message for word in PERMISSION_WORDS)
+        refused = refused_for_permissions(phase, message)
         if not refused or attempt == timing.permission_retries:
             raise BuildError(f"build {build['id']} {build['buildStatus']} in phase {phase}"
                              f"{': ' + message if message else ''}; log: {log_link(build, region)}")

@@ -78,7 +78,18 @@ BENCH_PRICE_REGION = "us-east-2"
 BENCH_INSTANCE_PRICES = SAGEMAKER_REGIONAL_PRICES[BENCH_PRICE_REGION]
 AWS_PRICES = {
     "ecr:gb-month": Price(0.10, "AWS list price, ECR private storage, 2026"),
+    # Per build minute, Linux build.general1.medium, on demand (aws.amazon.com/codebuild/pricing, transcribed
+    # 2026-12-04 without a live read); CodeBuild bills whole minutes.
+    "codebuild:general1.medium-minute": Price(0.01, "AWS CodeBuild pricing, general1.medium Linux, 2026-12-04"),
+    # Per GB between two AWS regions of the US (aws.amazon.com/ec2/pricing/on-demand, data transfer, transcribed
+    # 2026-12-04 without a live read): what a base image pulled from another region's registry is billed at.
+    "transfer:inter-region-gb": Price(0.02, "AWS data transfer between US regions, 2026-12-04"),
 }
+# One image build, CodeBuild's phases as seed 002's repository recorded them (reference/sagemaker-gemma.md,
+# "Phase times (s)": PROVISIONING 7, PRE_BUILD 17, BUILD 191, push 565).
+SAGEMAKER_BUILD_SECONDS = 7 + 17 + 191 + 565
+# The base image as CodeBuild pulls it (seed 002: the AWS vLLM container, ~8 GB).
+SAGEMAKER_BASE_IMAGE_BYTES = 8 * 10**9
 # The tag this project puts on its endpoint, with the stack's name: how preflight finds the stack's
 # own endpoint among the account's.
 SAGEMAKER_STACK_TAG = "gemma4-t4:stack"
@@ -130,6 +141,51 @@ def cuda_required_by_image(image: str) -> tuple[int, int] | None:
     return None
 
 
+
+# CodeBuild: the build environment the image is built on (7 GB, 4 vCPUs: docker build of the 8 GB base),
+# and the Service Quotas quota that lets the account run builds of it. New accounts are often given 0
+# ("Cannot have more than 0 builds in queue for the account", AccountLimitExceededException on StartBuild:
+# aws-ia/terraform-aws-control_tower_account_factory#179, hashicorp-education/learn-terraform-aws-control-
+# tower-aft#7, 2022; rebuy-de/aws-nuke#1209, 2024). The quota is read by its name, as
+# awslabs/landing-zone-accelerator-on-aws's pipeline prerequisites read it (service code codebuild,
+# "Concurrently running builds for Linux/Medium environment", code L-2DC20C30 in its tests; Linux/Small is
+# L-9D07B6EF in the same project's quota guide), read 2026-12-04. CodeBuild queues up to five times
+# the limit (docs.aws.amazon.com/codebuild/latest/userguide/builds-working.html).
+CODEBUILD_COMPUTE_TYPE = "BUILD_GENERAL1_MEDIUM"
+CODEBUILD_SERVICE_CODE = "codebuild"
+CODEBUILD_BUILD_QUOTAS = {
+    "BUILD_GENERAL1_SMALL": "Concurrently running builds for Linux/Small environment",
+    "BUILD_GENERAL1_MEDIUM": "Concurrently running builds for Linux/Medium environment",
+}
+CODEBUILD_BUILD_QUOTA_CODES = {"BUILD_GENERAL1_SMALL": "L-9D07B6EF", "BUILD_GENERAL1_MEDIUM": "L-2DC20C30"}
+# The endpoint's wait on a first `up` (seed 002, 2026-09-30): 13.2-13.3 minutes from CreateEndpoint to
+# InService on ml.g4dn.xlarge. A container that crashes at start holds the endpoint in Creating for the
+# whole startup health-check window (26B: Failed 36.5 minutes after Creating, with the window at 1800 s).
+SAGEMAKER_IN_SERVICE_MINUTES = 13.3
+# The shortest startup health-check window a T4 serves in: seed 002 says a small model that loads within
+# two minutes needs "a few hundred seconds"; below 300 s the endpoint fails while vLLM still downloads,
+# loads and compiles (CUDA graphs) on the T4.
+SAGEMAKER_MIN_STARTUP_HEALTH_CHECK_S = 300
+
+# The manifest type SageMaker's CreateModel accepts for an ECR image. It refuses OCI manifests and
+# indexes: "Unsupported manifest media type application/vnd.oci.image.manifest.v1+json for image ...
+# Ensure that valid manifest media type is used for specified image." (ValidationException, 400:
+# aws/amazon-sagemaker-feedback#180, 2025-04-28; moby/buildkit#5480, 2024-11-03).
+SAGEMAKER_MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
+
+# The AWS provider's own config keys (aws:*), as pulumi-aws 7.51.1 reads them (pulumi_aws/config/vars.py);
+# plus assumeRole, pulumi-aws 6's single role (build_environment still reads it). A test holds the list equal
+# to the installed provider's. Any other aws:* key is a typo the provider ignores: aws:regoin would leave the
+# endpoint in the default region.
+PULUMI_AWS_CONFIG_KEYS = frozenset({
+    "accessKey", "allowedAccountIds", "assumeRoleWithWebIdentity", "assumeRoles", "customCaBundle", "defaultTags",
+    "ec2MetadataServiceEndpoint", "ec2MetadataServiceEndpointMode", "endpoints", "forbiddenAccountIds", "httpProxy",
+    "httpsProxy", "ignoreTags", "insecure", "maxRetries", "noProxy", "profile", "region", "retryMode",
+    "s3UsEast1RegionalEndpoint", "s3UsePathStyle", "secretKey", "sharedConfigFiles", "sharedCredentialsFiles",
+    "skipCredentialsValidation", "skipMetadataApiCheck", "skipRegionValidation", "skipRequestingAccountId",
+    "stsRegion", "tagPolicyCompliance", "token", "tokenBucketRateLimiterCapacity", "useDualstackEndpoint",
+    "useFipsEndpoint", "userAgents"})
+PULUMI_AWS_LEGACY_CONFIG_KEYS = frozenset({"assumeRole"})
 
 # A private ECR image reference: ACCOUNT.dkr.ecr.REGION.amazonaws.com[.cn]/NAME(:TAG|@sha256:DIGEST).
 # SageMaker pulls only from ECR ("Using a Public Gallery image ... is not supported").

@@ -43,11 +43,11 @@ PINS = {
         "vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.3"
     ),
     "sagemaker.ami": "al2023-ami-sagemaker-inference-gpu-4-1",
-    # The digest that tag had when the seed built on it (seed 002's CodeBuild log, 2026-09-30). Only
-    # its leading part was recorded, so the build step checks that the tag still resolves to a
-    # digest starting with it, then builds FROM that exact digest. A full digest in baseImage
-    # (REPO:TAG@sha256:...) pins it completely.
-    "sagemaker.base_image_digest": "sha256:48e605e3",
+    # The digest that tag had when the seed built on it: seed 002's CodeBuild log records its leading
+    # part (sha256:48e605e3, 2026-09-30); the seed author's published evidence gives it whole (cited in
+    # issue 21). The build step refuses the tag unless it still resolves to exactly this digest, then
+    # builds FROM REPO@digest; turing/Dockerfile's default BASE_IMAGE is TAG@this digest.
+    "sagemaker.base_image_digest": "sha256:48e605e33446c56afbcd1dd178c56f37691a9ad05e21dde76c13a6b283e9250b",
 }
 
 # vLLM versions the Turing clamp is verified against, with the Triton each runs.

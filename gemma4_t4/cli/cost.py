@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _usd(value: float | None, unit: str) -> str:
-    return "-" if value is None else f"${value:,.2f}/{unit}" if unit == "month" else f"${value:,.4f}/{unit}"
+    return "-" if value is None else f"${value:,.4f}/{unit}" if unit == "h" else f"${value:,.2f}/{unit}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,6 +39,8 @@ def run(args: argparse.Namespace) -> int:
     table.add_row("serving", _usd(result.running_usd_per_hour, "h"))
     table.add_row("stopped", _usd(result.stopped_usd_per_month, "month") if result.stoppable else "cannot stop")
     table.add_row("after pulumi destroy", _usd(result.after_destroy_usd_per_month, "month"))
+    for item in result.extras:
+        table.add_row(item.name, _usd(item.usd, item.per))
     console.print(table)
     for disk in result.disks:
         console.print(f"  {disk.name}: {disk.type} {disk.size_gb} GB, {_usd(disk.usd_per_month, 'month')}",

@@ -83,3 +83,5 @@ def show(result: offline.Plan) -> None:
         console.print(memory, markup=False)
     if (cost := offline.cost_line(result)) is not None:
         console.print(cost, markup=False)
+    for item in clouds.extra_costs(result):
+        console.print(f"  plus {item.name}: ${item.usd:,.2f}/{item.per} ({item.source})", markup=False)

@@ -13,7 +13,7 @@ from typing import Any
 from ..core import lifecycle
 from ..core import plan as offline
 from ..core.capacity import RegionsReport
-from ..core.cost import CostEstimate
+from ..core.cost import CostEstimate, CostItem
 from ..core.ops import stack_outputs
 from ..core.preflight import Check, Needs
 from ..core.targets import GceTarget, HttpTarget, SageMakerTarget, Target, TargetError
@@ -127,6 +127,14 @@ def preflight(stack: str, config: Mapping[str, Any], plan: offline.Plan, place: 
 def regions(stack: str, config: Mapping[str, Any], plan: offline.Plan, place: Place | None = None) -> RegionsReport:
     cloud = plan_cloud(plan)
     return cloud.regions(stack, config, cloud.needs(plan, config), place or Place())
+
+
+def extra_costs(plan: offline.Plan) -> list[CostItem]:
+    """The stack's costs beside its serving hours (each build, storage while up), as `cost` lists them."""
+    result = CostEstimate.from_outputs(plan.stack, plan.outputs)
+    if "cloud" in plan.outputs:
+        plan_cloud(plan).cost(plan, result)
+    return result.extras
 
 
 def estimate(stack: str, overrides: Sequence[str] = (), project_dir: Path | None = None) -> CostEstimate:

@@ -3,24 +3,29 @@ sagemaker-runtime. The region and the credentials are the AWS provider's (stack 
 
 from __future__ import annotations
 
+import difflib
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .. import catalog
+from ..catalog import CODEBUILD_COMPUTE_TYPE, PULUMI_AWS_CONFIG_KEYS, PULUMI_AWS_LEGACY_CONFIG_KEYS
 from ..components import provider_answers as answers
 from ..components.config import SageMakerT4EndpointSettings
 from ..core import capacity, preflight
 from ..core.capacity import RegionsReport
-from ..core.cost import CostEstimate
+from ..core.cost import CostEstimate, CostItem
 from ..core.lifecycle import SAGEMAKER_NOT_STOPPABLE
 from ..core.plan import MOCK_ACCOUNT, Invoke, Plan, ProviderInvokeError
 from ..core.preflight import Check, Needs
 from ..core.targets import SageMakerTarget, Target
-from ..errors import ConfigError, Set
+from ..errors import ConfigError, Set, Unset
 from .base import Cloud, Place, Secret
 
 ENDPOINT_CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
+CODEBUILD_PROJECT = "aws:codebuild/project:Project"
 SCALING_TARGET = "aws:appautoscaling/target:Target"
 
 
@@ -88,6 +93,61 @@ class World:
                 "imageTagMutability": "IMMUTABLE", "mostRecentImageTags": [], "tags": {"app": "gemma4-t4"}}
 
 
+def _refuse_unknown_provider_keys(config: Mapping[str, Any]) -> None:
+    """A typo in an aws:* key is ignored by the provider: aws:regoin leaves everything in the default region."""
+    known = PULUMI_AWS_CONFIG_KEYS | PULUMI_AWS_LEGACY_CONFIG_KEYS
+    for key in config:
+        name = key.partition(":")[2]
+        if not key.startswith("aws:") or name in known:
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean aws:{close[0]}?" if close else ""
+        raise ConfigError(key, f"is not a setting of the AWS provider, which would ignore it{hint}",
+                          (Unset(key), " && ", Set(f"aws:{close[0]}")) if close else Unset(key))
+
+
+def _refuse_unknown_region(region: str) -> None:
+    """A region SageMaker has, by botocore's endpoint data (the regions the SDK knows, every partition)."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    regions = {r for partition in session.get_available_partitions()
+               for r in session.get_available_regions("sagemaker", partition)}
+    if region in regions:
+        return
+    close = difflib.get_close_matches(region, sorted(regions), n=1, cutoff=0.6)
+    raise ConfigError("aws:region", f"{region!r} is not a region SageMaker has (botocore's endpoint data)"
+                      + (f"; did you mean {close[0]}?" if close else ""),
+                      (Set("aws:region", close[0] if close else "us-east-2"),
+                       " (a region newer than botocore: ", Set("aws:skipRegionValidation", "true"), ")"))
+
+
+def image_costs(plan: Plan) -> list[CostItem]:
+    """The image's costs beside the endpoint's hours: the CodeBuild minutes of each `up` that builds, the
+    base pulled from another region's registry by that build, and the image's ECR storage while the stack is
+    up (with keepImages, after destroy too: billing_after_destroy_usd_per_month)."""
+    prices = catalog.AWS_PRICES
+    minutes = math.ceil(catalog.SAGEMAKER_BUILD_SECONDS / 60)
+    minute = prices["codebuild:general1.medium-minute"]
+    items = [CostItem("image build (CodeBuild)", round(minutes * minute.usd_per_hour, 2), "build",
+                      f"{minutes} min (seed 002's phase times) x ${minute.usd_per_hour}/min: {minute.source}")]
+    variables = {v["name"]: v["value"] for v in
+                 plan.one(CODEBUILD_PROJECT).inputs["environment"]["environmentVariables"]}
+    base = catalog.ECR_IMAGE.fullmatch(variables.get("BASE_IMAGE", ""))
+    region = (plan.outputs.get("target") or {}).get("region", "")
+    if base is not None and region and base["region"] != region:
+        transfer = prices["transfer:inter-region-gb"]
+        gb = catalog.SAGEMAKER_BASE_IMAGE_BYTES / 1e9
+        items.append(CostItem(f"base image pulled from {base['region']} into {region}",
+                              round(gb * transfer.usd_per_hour, 2), "build",
+                              f"{gb:g} GB x ${transfer.usd_per_hour}/GB: {transfer.source}"))
+    storage = prices["ecr:gb-month"]
+    gb = catalog.SAGEMAKER_IMAGE_BYTES / 1e9
+    items.append(CostItem("image in ECR while the stack is up", round(gb * storage.usd_per_hour, 2), "month",
+                          f"{gb:.2f} GB (seed 002) x ${storage.usd_per_hour}/GB-month: {storage.source}"))
+    return items
+
+
 class SageMaker(Cloud):
     name = "sagemaker"
     title = "Amazon SageMaker: an ml.g4dn endpoint"
@@ -113,9 +173,12 @@ class SageMaker(Cloud):
         return stack.lower()
 
     def provider_args(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        _refuse_unknown_provider_keys(config)
         region = str(config.get("aws:region") or "").strip()
         if not region:
             raise ConfigError("aws:region", "is not set", Set("aws:region", "us-east-2"))
+        if str(config.get("aws:skipRegionValidation") or "").lower() != "true":
+            _refuse_unknown_region(region)
         args: dict[str, Any] = {"region": region}
         if config.get("aws:profile"):
             args["profile"] = str(config["aws:profile"])
@@ -142,10 +205,13 @@ class SageMaker(Cloud):
 
     def preflight(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> list[Check]:
         region = preflight.aws_region(needs)
-        quota, in_use, own, untyped = preflight.fetch_sagemaker(region, needs.instance_type, stack,
-                                                                preflight.aws_profile(config))
-        return preflight.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use, own,
-                                          needs.most if needs.most > needs.instances else None, untyped)
+        profile = preflight.aws_profile(config)
+        # The image build first: `pulumi up` builds before it creates the endpoint.
+        build = preflight.codebuild_check(region, CODEBUILD_COMPUTE_TYPE, preflight.fetch_codebuild_quota(
+            region, CODEBUILD_COMPUTE_TYPE, profile))
+        quota, in_use, own, untyped = preflight.fetch_sagemaker(region, needs.instance_type, stack, profile)
+        return [build, *preflight.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use, own,
+                                                   needs.most if needs.most > needs.instances else None, untyped)]
 
     def regions(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> RegionsReport:
         preflight.aws_region(needs)
@@ -155,6 +221,7 @@ class SageMaker(Cloud):
         return capacity.sagemaker_regions(needs, fetched)
 
     def cost(self, plan: Plan, estimate: CostEstimate) -> None:
+        estimate.extras += image_costs(plan)
         estimate.notes.append(SAGEMAKER_NOT_STOPPABLE)
 
 

@@ -9,6 +9,16 @@ from typing import Any
 from .lifecycle import DiskBill
 
 
+@dataclass(frozen=True)
+class CostItem:
+    """A cost beside the serving hours: ``usd`` per ``per`` ("build": each `up` that builds the image;
+    "month": while the stack is up), with the catalog prices it is made of."""
+    name: str
+    usd: float
+    per: str
+    source: str
+
+
 @dataclass
 class CostEstimate:
     stack: str
@@ -18,6 +28,7 @@ class CostEstimate:
     stoppable: bool = False  # whether the stack has a stopped state (a VM), filled in by its cloud
     stopped_usd_per_month: float | None = None  # None: no stopped state, or no catalog price
     disks: list[DiskBill] = field(default_factory=list)
+    extras: list[CostItem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @classmethod

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..catalog import SAGEMAKER_STACK_TAG
+from ..catalog import CODEBUILD_BUILD_QUOTAS, CODEBUILD_SERVICE_CODE, SAGEMAKER_STACK_TAG
 from .targets import TargetError, aws_session
 
 
@@ -98,6 +98,8 @@ def endpoint_quota_name(instance_type: str) -> str:
     return f"{instance_type} for endpoint usage"
 
 
+# The check of a change to the stack's running endpoint (both fleets at once, blue/green).
+UPDATE_CHECK = "update of this stack's endpoint"
 # Endpoints in these states hold no instances.
 SAGEMAKER_IDLE_STATUSES = ("Failed",)
 
@@ -151,7 +153,7 @@ def sagemaker_checks(region: str, instance_type: str, instances: int, quota: End
         # The old fleet keeps serving (and, autoscaled, may grow to its most) until the new one is up.
         old = max(own_fleet, most) if most > instances else own_fleet
         need = others + old + instances
-        update = "update of this stack's endpoint"
+        update = UPDATE_CHECK
         if need <= limit:
             checks.append(Check(update, True, f"a changed endpoint holds both fleets ({old} + {instances}): "
                                               f"{need} of {limit} fit"))
@@ -167,6 +169,26 @@ def sagemaker_checks(region: str, instance_type: str, instances: int, quota: End
                             "aws sagemaker describe-endpoint --endpoint-name NAME shows their instance counts",
                             warning=True))
     return checks
+
+
+def codebuild_check(region: str, compute_type: str, quota: EndpointQuota | None) -> Check:
+    """Whether CodeBuild may run one build of COMPUTE_TYPE: the account's "Concurrently running builds
+    for ... environment" (None: Service Quotas lists no such quota in the region)."""
+    name = CODEBUILD_BUILD_QUOTAS.get(compute_type, f"Concurrently running builds for {compute_type}")
+    console = "Service Quotas > AWS CodeBuild"
+    if quota is None:
+        return Check(name, False, f"no such quota in {region}: CodeBuild lists no {compute_type} builds here",
+                     f"build in a region whose {console} lists it (pulumi config set aws:region us-east-2)")
+    source = "applied" if quota.applied else "AWS default; nothing applied to this account"
+    detail = f"limit {quota.value:g} ({source}) in {region}"
+    if quota.value >= 1:
+        return Check(name, True, detail)
+    return Check(name, False, detail + ": StartBuild would be refused (\"Cannot have more than 0 builds in queue "
+                 "for the account\"), new accounts often start at 0",
+                 f"request \"{name}\" = 1 or more in {region} ({console}, quota code {quota.code}): aws "
+                 f"service-quotas request-service-quota-increase --region {region} --service-code "
+                 f"{CODEBUILD_SERVICE_CODE} --quota-code {quota.code} --desired-value 1; once Service Quotas > "
+                 "Quota request history shows it approved, `pulumi up` again")
 
 
 # --- fetching (the clouds' own client libraries) -------------------------------------------------------
@@ -204,22 +226,47 @@ def fetch_sagemaker(region: str, instance_type: str, stack: str,
 
     session = aws_session(region, profile, PreflightError)
     try:
-        return (_endpoint_quota(session.client("service-quotas"), instance_type),
-                *_instances_in_use(session.client("sagemaker"), instance_type, stack))
+        return sagemaker_usage(session, instance_type, stack)
     except (BotoCoreError, ClientError) as err:
         raise PreflightError(f"AWS: {err}") from None
 
 
+def sagemaker_usage(session: Any, instance_type: str, stack: str
+                    ) -> tuple[EndpointQuota | None, int, int | None, list[str]]:
+    """fetch_sagemaker's answer, asked through SESSION (AWS errors are the caller's)."""
+    return (_endpoint_quota(session.client("service-quotas"), instance_type),
+            *_instances_in_use(session.client("sagemaker"), instance_type, stack))
+
+
+def fetch_codebuild_quota(region: str, compute_type: str, profile: str | None = None) -> EndpointQuota | None:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    session = aws_session(region, profile, PreflightError)
+    try:
+        return fetch_codebuild(session, compute_type)
+    except (BotoCoreError, ClientError) as err:
+        raise PreflightError(f"AWS: {err}") from None
+
+
+def fetch_codebuild(session: Any, compute_type: str) -> EndpointQuota | None:
+    """The account's CodeBuild quota for builds of COMPUTE_TYPE, read by its name."""
+    name = CODEBUILD_BUILD_QUOTAS.get(compute_type, "")
+    return quota_by_name(session.client("service-quotas"), CODEBUILD_SERVICE_CODE, name)
+
+
 def _endpoint_quota(quotas, instance_type: str) -> EndpointQuota | None:
+    return quota_by_name(quotas, "sagemaker", endpoint_quota_name(instance_type))
+
+
+def quota_by_name(quotas, service: str, name: str) -> EndpointQuota | None:
     """ListServiceQuotas leaves out quotas with no value applied to the account, so the quota is
-    found among AWS's defaults, then its applied value asked for by code."""
-    name = endpoint_quota_name(instance_type)
+    found among AWS's defaults by name, then its applied value asked for by code."""
     default = next((q for page in quotas.get_paginator("list_aws_default_service_quotas").paginate(
-        ServiceCode="sagemaker") for q in page["Quotas"] if q["QuotaName"] == name), None)
+        ServiceCode=service) for q in page["Quotas"] if q["QuotaName"] == name), None)
     if default is None:
         return None
     try:
-        applied = quotas.get_service_quota(ServiceCode="sagemaker", QuotaCode=default["QuotaCode"])["Quota"]
+        applied = quotas.get_service_quota(ServiceCode=service, QuotaCode=default["QuotaCode"])["Quota"]
         return EndpointQuota(name, default["QuotaCode"], float(applied["Value"]), True)
     except quotas.exceptions.NoSuchResourceException:
         return EndpointQuota(name, default["QuotaCode"], float(default["Value"]), False)

@@ -1,0 +1,127 @@
+"""The endpoint watch, run by `pulumi up` (a local Command) beside the Endpoint's own creation: it starts
+when the endpoint configuration exists, finds the endpoint SageMaker creates from it, and waits.
+
+- InService: exits 0 (the Endpoint resource reports the same).
+- Failed: prints SageMaker's FailureReason, gives the endpoint's log group (/aws/sagemaker/Endpoints/NAME,
+  which SageMaker creates without a retention) a retention, deletes the endpoint (it holds no instances, but
+  stays in the account, and in the way of the next `up`), and exits 1 with the reason.
+- An endpoint of this stack being updated to the configuration instead: exits 0 (a failed update is
+  rolled back by SageMaker to the old configuration; nothing is left behind). No endpoint at all within
+  the appear time (CreateEndpoint refused, e.g. ResourceLimitExceeded): exits 0, the Endpoint reports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .codebuild_run import session_from_env
+
+REQUEST_ENV = "GEMMA4_T4_ENDPOINT_WATCH"  # JSON: WatchRequest's fields
+MODULE = "gemma4_t4.components.scripts.endpoint_watch"
+LOG_RETENTION_DAYS = 14  # as the build's log group
+
+
+# SageMaker's FailureReason when the region has no instance of the type to give (as published in
+# aws/deep-learning-containers#6673, 2026-08-28: "Unable to provision requested ML compute capacity due to
+# InsufficientInstanceCapacity error.").
+NO_CAPACITY = "InsufficientInstanceCapacity"
+
+
+@dataclass(frozen=True)
+class WatchRequest:
+    config_name: str  # the endpoint configuration the endpoint is created from
+    name_prefix: str  # the endpoint's auto-name starts with it
+    fallbacks: tuple[str, ...] = ()  # other instance types with the same T4s, in the order to try them
+    appear_s: float = 300
+    timeout_s: float = 7200
+    poll_s: float = 30
+
+
+def say(message: str) -> None:
+    print(f"endpoint-watch: {message}", file=sys.stderr, flush=True)
+
+
+def find(sagemaker, request: WatchRequest) -> tuple[dict[str, Any] | None, bool]:
+    """(the endpoint made from the configuration, whether an endpoint of ours is being moved to it)."""
+    updating = False
+    for page in sagemaker.get_paginator("list_endpoints").paginate(NameContains=request.name_prefix):
+        for summary in page["Endpoints"]:
+            endpoint = sagemaker.describe_endpoint(EndpointName=summary["EndpointName"])
+            if endpoint["EndpointConfigName"] == request.config_name:
+                return endpoint, False
+            if endpoint["EndpointStatus"] == "Updating":
+                updating = True
+    return None, updating
+
+
+def clean_up(session, endpoint: dict[str, Any]) -> None:
+    name = endpoint["EndpointName"]
+    logs = session.client("logs")
+    group = f"/aws/sagemaker/Endpoints/{name}"
+    try:
+        logs.put_retention_policy(logGroupName=group, retentionInDays=LOG_RETENTION_DAYS)
+        say(f"log group {group} kept {LOG_RETENTION_DAYS} days")
+    except logs.exceptions.ResourceNotFoundException:
+        say(f"no log group {group}: the container never started (compare the image's CUDA with the host image)")
+    session.client("sagemaker").delete_endpoint(EndpointName=name)
+    say(f"deleted the failed endpoint {name}; `pulumi up` makes a new one once the reason is fixed")
+
+
+def watch(session, request: WatchRequest) -> int:
+    sagemaker = session.client("sagemaker")
+    started = time.monotonic()
+    while True:
+        endpoint, updating = find(sagemaker, request)
+        waited = time.monotonic() - started
+        if endpoint is None:
+            if updating:
+                say("the stack's endpoint is being updated to the new configuration: SageMaker rolls a failed "
+                    "update back, nothing to watch")
+                return 0
+            if waited > request.appear_s:
+                say(f"no endpoint from {request.config_name} after {waited:.0f}s: CreateEndpoint was refused (the "
+                    "Endpoint resource reports why)")
+                return 0
+        elif endpoint["EndpointStatus"] == "InService":
+            return 0
+        elif endpoint["EndpointStatus"] == "Failed":
+            reason = endpoint.get("FailureReason") or "(SageMaker gave no FailureReason)"
+            say(f"endpoint {endpoint['EndpointName']} failed: {reason}")
+            clean_up(session, endpoint)
+            if NO_CAPACITY in reason and request.fallbacks:
+                say(f"no capacity for this instance type now: try the next with the same T4s: pulumi config set "
+                    f"gemma4-t4:instanceType {request.fallbacks[0]} && pulumi up (in order: "
+                    f"{', '.join(request.fallbacks)}), or another region: gemma4-t4 preflight sagemaker-t4 "
+                    "--all-regions")
+            return 1
+        if waited > request.timeout_s:
+            say(f"endpoint still not in service after {waited:.0f}s")
+            return 0
+        time.sleep(request.poll_s)
+
+
+def main(env: dict[str, str] | None = None) -> int:
+    env = dict(os.environ if env is None else env)
+    try:
+        fields = json.loads(env[REQUEST_ENV])
+        request = WatchRequest(**{**fields, "fallbacks": tuple(fields.get("fallbacks", ()))})
+    except (KeyError, TypeError, ValueError) as err:
+        say(f"{REQUEST_ENV} is missing or malformed ({err}): this step is run by `pulumi up`")
+        return 2
+    try:
+        return watch(session_from_env(env), request)
+    except (BotoCoreError, ClientError) as err:
+        # The watch is a clean-up beside the Endpoint resource, which reports the endpoint's own failure.
+        say(f"AWS: {err}: not watched")
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""The account check `pulumi up` runs before anything of the SageMaker stack bills: a local Command of
+SageMakerT4Endpoint that the build context's upload and the CodeBuild build wait for (preview does not
+run it: it may lack credentials).
+
+It asks, with the AWS provider's settings (the same environment as the image build step):
+1. CodeBuild may start a build of the project's compute type: the Service Quotas value of
+   "Concurrently running builds for Linux/Medium environment", read by name (new accounts often have 0,
+   and StartBuild then answers AccountLimitExceededException after the upload).
+2. The endpoint quota "<instance type> for endpoint usage" holds the instances the endpoint starts with
+   beside those the account's other endpoints hold; when the stack's endpoint already runs, a change holds
+   the old and the new fleet at once (blue/green), so both must fit, unless the running endpoint already
+   is what this `up` deploys (same type and count, its model's image carrying this `up`'s tag).
+A refusal exits 1 with the quota's name and how to raise it, which stops `pulumi up` there. Credentials
+that may not read the quotas leave the account unchecked (said, not fatal).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ..catalog import SAGEMAKER_STACK_TAG
+from ..components.scripts.codebuild_run import session_from_env
+from ..core.preflight import UPDATE_CHECK, Check, codebuild_check, fetch_codebuild, sagemaker_checks, sagemaker_usage
+
+REQUEST_ENV = "GEMMA4_T4_ACCOUNT_CHECK"  # JSON: CheckRequest's fields
+MODULE = "gemma4_t4.clouds.aws_account_check"
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    stack: str
+    instance_type: str
+    instances: int
+    most: int  # the most autoscaling may run (= instances without it)
+    compute_type: str
+    tag: str = ""  # the image tag this `up` deploys
+
+
+def own_endpoint_unchanged(session, request: CheckRequest) -> bool:
+    """Whether the stack's running endpoint already is what this `up` deploys: the same instance type and count,
+    and a model whose image carries this tag (in ECR, by the digest the model runs). Then no second fleet is
+    made. Anything unreadable counts as a change."""
+    sagemaker, ecr = session.client("sagemaker"), session.client("ecr")
+    try:
+        for page in sagemaker.get_paginator("list_endpoints").paginate():
+            for summary in page["Endpoints"]:
+                endpoint = sagemaker.describe_endpoint(EndpointName=summary["EndpointName"])
+                tags = sagemaker.list_tags(ResourceArn=endpoint["EndpointArn"]).get("Tags", [])
+                if {"Key": SAGEMAKER_STACK_TAG, "Value": request.stack} not in tags:
+                    continue
+                config = sagemaker.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
+                variant = config["ProductionVariants"][0]
+                if (variant.get("InstanceType"), variant.get("InitialInstanceCount")) != (
+                        request.instance_type, request.instances):
+                    return False
+                image = sagemaker.describe_model(ModelName=variant["ModelName"])["PrimaryContainer"]["Image"]
+                repository, _, digest = image.partition("/")[2].partition("@")
+                found = ecr.describe_images(repositoryName=repository, imageIds=[{"imageDigest": digest}])
+                return any(request.tag in d.get("imageTags", []) for d in found["imageDetails"])
+    except (BotoCoreError, ClientError):
+        return False
+    return False
+
+
+def account_checks(session, request: CheckRequest) -> list[Check]:
+    region = session.region_name
+    checks = [codebuild_check(region, request.compute_type, fetch_codebuild(session, request.compute_type))]
+    quota, in_use, own, untyped = sagemaker_usage(session, request.instance_type, request.stack)
+    checks += sagemaker_checks(region, request.instance_type, request.instances, quota, in_use, own,
+                               request.most if request.most > request.instances else None, untyped)
+    return checks
+
+
+def stops_the_up(check: Check, unchanged: bool) -> bool:
+    """A failed check; and a change to the running endpoint that does not fit both fleets (unless the endpoint
+    already is what this `up` deploys)."""
+    return not check.ok or (check.warning and check.name == UPDATE_CHECK and not unchanged)
+
+
+def say(message: str) -> None:
+    print(f"account-check: {message}", file=sys.stderr, flush=True)
+
+
+def main(env: dict[str, str] | None = None) -> int:
+    env = dict(os.environ if env is None else env)
+    try:
+        request = CheckRequest(**json.loads(env[REQUEST_ENV]))
+    except (KeyError, TypeError, ValueError) as err:
+        say(f"{REQUEST_ENV} is missing or malformed ({err}): this step is run by `pulumi up`")
+        return 2
+    try:
+        session = session_from_env(env)
+        if not session.region_name:
+            say("no AWS region: pulumi config set aws:region us-east-2")
+            return 1
+        checks = account_checks(session, request)
+        unchanged = any(c.name == UPDATE_CHECK for c in checks) and own_endpoint_unchanged(session, request)
+    except (BotoCoreError, ClientError) as err:
+        # Credentials that may build and deploy but not read Service Quotas: the up goes on unchecked (the
+        # build and CreateEndpoint still answer for themselves), and says so.
+        say(f"could not ask AWS ({err}): the quotas were not checked; `gemma4-t4 preflight sagemaker-t4` with "
+            "credentials that may read Service Quotas and SageMaker endpoints checks them")
+        print("unchecked")
+        return 0
+    stopping = [c for c in checks if stops_the_up(c, unchanged)]
+    for check in checks:
+        mark = "refused" if check in stopping else ("note" if check.warning else "ok")
+        say(f"{mark}: {check.name}: {check.detail}" + (f"; fix: {check.fix}" if check.fix else ""))
+    if stopping:
+        say("stopped before the image build (nothing uploaded, no build started): "
+            + "; ".join(f"{c.name}: {c.fix}" for c in stopping))
+        return 1
+    print("ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

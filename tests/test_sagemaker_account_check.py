@@ -1,0 +1,177 @@
+"""The account check `pulumi up` runs before the image build (gemma4_t4/clouds/aws_account_check.py), against
+moto's server on loopback, as the stack's Command runs it: a subprocess with the request the plan hands it.
+A new account (CodeBuild's build quota 0, or no endpoint quota) stops there, before the build context is
+uploaded and before any build starts. Budget: ~10 s."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from aws_standin import ACCOUNT, add_codebuild_quota, add_sagemaker_quotas, enforce_endpoint_quota, manifest
+from conftest import REPO
+
+from gemma4_t4 import catalog
+from gemma4_t4.clouds import aws_account_check
+
+pytestmark = [pytest.mark.components, pytest.mark.standin]
+
+COMMAND = "command:local:Command"
+CHECK = "gemma4-t4-account-check"
+G4DN = "ml.g4dn.xlarge for endpoint usage"
+CODEBUILD = catalog.CODEBUILD_BUILD_QUOTAS["BUILD_GENERAL1_MEDIUM"]
+
+
+@pytest.fixture
+def account(moto):
+    moto.reset()
+    return moto
+
+
+def planned_request(run_stack, *overrides: str) -> str:
+    return run_stack("sagemaker-t4", *overrides).one(COMMAND, CHECK).inputs["environment"][aws_account_check.REQUEST_ENV]
+
+
+def check(moto, request: str) -> subprocess.CompletedProcess:
+    env = {"PATH": os.environ["PATH"], **moto.env(), aws_account_check.REQUEST_ENV: request}
+    return subprocess.run([sys.executable, "-m", aws_account_check.MODULE], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+def stack_endpoint(moto, instances: int, tag: str | None = None) -> None:
+    """The stack's endpoint as a first `up` left it (tagged with the stack, as the component tags it), serving
+    an image pushed with TAG (None: an image ECR does not have)."""
+    sagemaker = moto.client("sagemaker")
+    image = f"{ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/gemma4-t4-repo@sha256:{'0' * 64}"
+    if tag is not None:
+        ecr = moto.client("ecr")
+        ecr.create_repository(repositoryName="gemma4-t4-repo")
+        digest = ecr.put_image(repositoryName="gemma4-t4-repo", imageManifest=manifest(tag), imageTag=tag)
+        image = f"{ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/gemma4-t4-repo@{digest['image']['imageId']['imageDigest']}"
+    sagemaker.create_model(ModelName="m", ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
+                           PrimaryContainer={"Image": image})
+    sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[
+        {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.g4dn.xlarge",
+         "InitialInstanceCount": instances}])
+    sagemaker.create_endpoint(EndpointName="gemma", EndpointConfigName="c",
+                              Tags=[{"Key": catalog.SAGEMAKER_STACK_TAG, "Value": "sagemaker-t4"}])
+
+
+def test_the_upload_and_the_build_wait_for_the_check(run_stack):
+    plan = run_stack("sagemaker-t4")
+    check_urn = f"{COMMAND}::{CHECK}"
+    for type_, name in (("aws:s3/bucketObjectv2:BucketObjectv2", "gemma4-t4-image-context-archive"),
+                        (COMMAND, "gemma4-t4-image-codebuild-run")):
+        assert check_urn in plan.one(type_, name).options["dependsOn"], name
+    request = json.loads(plan.one(COMMAND, CHECK).inputs["environment"][aws_account_check.REQUEST_ENV])
+    tag = plan.one(COMMAND, "gemma4-t4-image-codebuild-run").inputs["triggers"][0]
+    assert request == {"stack": "sagemaker-t4", "instance_type": "ml.g4dn.xlarge", "instances": 1, "most": 1,
+                       "compute_type": "BUILD_GENERAL1_MEDIUM", "tag": tag}
+
+
+def test_a_new_account_with_no_codebuild_builds_stops_with_the_quota_and_its_fix(account, run_stack, monkeypatch):
+    add_codebuild_quota(monkeypatch, default=15.0, applied=0.0)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 2.0}, applied={})
+    result = check(account, planned_request(run_stack))
+    assert result.returncode == 1 and result.stdout == ""
+    assert f"refused: {CODEBUILD}: limit 0 (applied) in us-east-2" in result.stderr
+    assert ("--service-code codebuild --quota-code L-2DC20C30 --desired-value 1" in result.stderr
+            and "stopped before the image build (nothing uploaded, no build started)" in result.stderr)
+
+
+def test_an_endpoint_quota_of_zero_stops_the_up(account, run_stack, monkeypatch):
+    add_codebuild_quota(monkeypatch, default=1.0, applied=None)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={})
+    result = check(account, planned_request(run_stack))
+    assert result.returncode == 1
+    assert f"ok: {CODEBUILD}: limit 1 (AWS default; nothing applied to this account)" in result.stderr
+    assert f'refused: {G4DN}: limit 0' in result.stderr and f'request "{G4DN}" = 1 in us-east-2' in result.stderr
+
+
+def test_an_account_with_both_quotas_passes(account, run_stack, monkeypatch):
+    add_codebuild_quota(monkeypatch, default=1.0, applied=None)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 2.0})
+    result = check(account, planned_request(run_stack, "instanceCount=2"))
+    assert result.returncode == 0 and result.stdout == "ok\n", result.stderr
+
+
+def test_a_change_to_the_running_endpoint_needs_both_fleets(account, run_stack, monkeypatch):
+    """Blue/green: the old fleet serves until the new one is in service, so a change needs 2 x the count."""
+    add_codebuild_quota(monkeypatch, default=1.0, applied=None)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 1.0})
+    stack_endpoint(account, 1)
+    result = check(account, planned_request(run_stack))
+    assert result.returncode == 1
+    assert "refused: update of this stack's endpoint" in result.stderr and f'request "{G4DN}" = 2' in result.stderr
+
+
+def test_an_up_that_leaves_the_running_endpoint_as_it_is_needs_no_second_fleet(account, run_stack, monkeypatch):
+    """The running endpoint already serves this up's image (its tag, by the model's digest) at this type and count:
+    nothing is rolled out, so a quota that holds one fleet is enough (first up after an upgrade, or a re-run)."""
+    add_codebuild_quota(monkeypatch, default=1.0, applied=None)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 1.0})
+    request = planned_request(run_stack)
+    stack_endpoint(account, 1, tag=json.loads(request)["tag"])
+    result = check(account, request)
+    assert result.returncode == 0 and "note: update of this stack's endpoint" in result.stderr, result.stderr
+
+
+def test_autoscaling_beyond_the_quota_is_a_note_not_a_refusal(account, run_stack, monkeypatch):
+    add_codebuild_quota(monkeypatch, default=1.0, applied=None)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 1.0})
+    result = check(account, planned_request(run_stack, "maxInstanceCount=3"))
+    assert result.returncode == 0 and "note: autoscaling to maxInstanceCount" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("limit,others,count", [(0, 0, 1), (1, 0, 1), (2, 1, 1), (2, 1, 2), (3, 1, 2)])
+def test_the_check_refuses_exactly_what_create_endpoint_would(account, run_stack, monkeypatch, limit, others, count):
+    """The check's arithmetic against SageMaker's own answer (ResourceLimitExceeded at CreateEndpoint, a recorded
+    stand-in): where CreateEndpoint would refuse after the 13-minute build, the check refuses before it."""
+    add_codebuild_quota(monkeypatch, default=1.0, applied=None)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: float(limit)})
+    enforce_endpoint_quota(monkeypatch, {"ml.g4dn.xlarge": limit})
+    sagemaker = account.client("sagemaker")
+    sagemaker.create_model(ModelName="m", ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
+                           PrimaryContainer={"Image": f"{ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/r@sha256:0"})
+    for name, instances in (("other", others), ("ours", count)):
+        if instances:
+            sagemaker.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[
+                {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.g4dn.xlarge",
+                 "InitialInstanceCount": instances}])
+    if others:
+        sagemaker.create_endpoint(EndpointName="other", EndpointConfigName="other")
+    refused = check(account, planned_request(run_stack, f"instanceCount={count}")).returncode == 1
+    try:
+        sagemaker.create_endpoint(EndpointName="ours", EndpointConfigName="ours")
+        created = True
+    except sagemaker.exceptions.ClientError as err:
+        assert err.response["Error"]["Code"] == "ResourceLimitExceeded"
+        assert f"'{G4DN}' is {limit} Instances, with current utilization of {others}" in err.response["Error"]["Message"]
+        created = False
+    assert refused == (not created)
+
+
+def test_credentials_that_may_not_read_quotas_leave_the_up_unchecked_not_stopped(account, run_stack, monkeypatch):
+    """IAM's refusal (AccessDeniedException, "User: ARN is not authorized to perform: ACTION", the wording of
+    IAM's "Troubleshoot access denied error messages") on Service Quotas: said, and the up goes on."""
+    from moto.core.exceptions import JsonRESTError
+    from moto.servicequotas.models import ServiceQuotasBackend
+
+    def refused(self, service_code):
+        raise JsonRESTError("AccessDeniedException", f"User: arn:aws:iam::{ACCOUNT}:user/deployer is not authorized "
+                            "to perform: servicequotas:ListAWSDefaultServiceQuotas")
+
+    monkeypatch.setattr(ServiceQuotasBackend, "list_aws_default_service_quotas", refused)
+    result = check(account, planned_request(run_stack))
+    assert result.returncode == 0 and result.stdout == "unchecked\n"
+    assert "not authorized to perform: servicequotas:ListAWSDefaultServiceQuotas" in result.stderr
+    assert "the quotas were not checked" in result.stderr
+
+
+def test_without_its_request_the_step_says_who_runs_it():
+    result = subprocess.run([sys.executable, "-m", aws_account_check.MODULE], cwd=REPO, timeout=60,
+                            env={"PATH": os.environ["PATH"]}, capture_output=True, text=True)
+    assert result.returncode == 2 and "run by `pulumi up`" in result.stderr
