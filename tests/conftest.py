@@ -163,6 +163,24 @@ def fake_pulumi(tmp_path):
     return make
 
 
+@pytest.fixture
+def fake_gcloud(tmp_path):
+    """fake_gcloud(env, vm_port=None, logged_out=False) -> env: a `gcloud` first on PATH that opens
+    IAP tunnels to 127.0.0.1:vm_port, standing in for the VM's loopback (tests/gcloud_standin.py)."""
+
+    def make(env: dict, vm_port: int | None = None, logged_out: bool = False) -> dict:
+        bin_dir = tmp_path / "fake-gcloud-bin"
+        bin_dir.mkdir(exist_ok=True)
+        (bin_dir / "gcloud").write_text(f"#!/bin/sh\nexec {sys.executable} {REPO / 'tests' / 'gcloud_standin.py'} \"$@\"\n")
+        (bin_dir / "gcloud").chmod(0o755)
+        extra = {"GCLOUD_STANDIN_VM_PORT": str(vm_port or 0)}
+        if logged_out:
+            extra["GCLOUD_STANDIN_LOGGED_OUT"] = "1"
+        return {**env, **extra, "PATH": f"{bin_dir}:{env.get('PATH', os.environ['PATH'])}"}
+
+    return make
+
+
 def vllm_args(plan: plan_mod.Plan) -> list[str]:
     """The flags the GCE guest starts vLLM with, read from the rendered user-data."""
     import yaml

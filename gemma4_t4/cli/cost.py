@@ -10,14 +10,14 @@ from dataclasses import asdict
 from rich.table import Table
 
 from .. import clouds
-from .output import EXIT_OK, EXIT_USAGE, console, fail, print_json
+from .output import EXIT_OK, EXIT_USAGE, add_stack, console, fail, print_json
 from .plan import add_config_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cost", help="$/h while serving, $/month stopped and after destroy (catalog prices)",
                        description=__doc__)
-    p.add_argument("stack", help="gce-t4 or sagemaker-t4")
+    add_stack(p)
     add_config_options(p)
     p.add_argument("--json", action="store_true", help="print the estimate as one JSON document")
     p.set_defaults(run=run)

@@ -14,14 +14,14 @@ from rich.text import Text
 from .. import clouds
 from ..core import capacity
 from ..core import plan as offline
-from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, console, fail, print_json
+from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_stack, console, fail, print_json
 from .plan import add_config_options, load
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("preflight", help="quotas and GPU offerings the stack needs, live, with the fix for each",
                        description=__doc__)
-    p.add_argument("stack", help="gce-t4 or sagemaker-t4")
+    add_stack(p)
     p.add_argument("--project", help="GCP project (default: gcp:project from the stack file)")
     p.add_argument("--all-regions", action="store_true",
                    help="every region: T4 quota, what is in use, (GCE) zones that sell a T4; names the first that "
