@@ -49,6 +49,15 @@ def explain(err: BaseException) -> Failure:
                    "for the traceback, and report it)", EXIT_FAILED, bug=True)
 
 
+def cloud_message(err: BaseException) -> str | None:
+    """The line for a credentials or network failure of a cloud client (google-auth, botocore),
+    for the code that turns a client's errors into its own (targets, preflight); None: not one."""
+    for explainer in (_google, _aws):
+        if (failure := explainer(err)) is not None and not failure.message.startswith(("AWS: ", "Google API: ")):
+            return failure.message
+    return None
+
+
 def _google(err: BaseException) -> Failure | None:
     try:
         from google.api_core import exceptions as api

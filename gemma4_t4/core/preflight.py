@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import SAGEMAKER_STACK_TAG
+from .failures import cloud_message
 from .targets import TargetError, aws_session
 
 
@@ -207,7 +208,7 @@ def fetch_sagemaker(region: str, instance_type: str, stack: str,
         return (_endpoint_quota(session.client("service-quotas"), instance_type),
                 *_instances_in_use(session.client("sagemaker"), instance_type, stack))
     except (BotoCoreError, ClientError) as err:
-        raise PreflightError(f"AWS: {err}") from None
+        raise PreflightError(cloud_message(err) or f"AWS: {err}") from None
 
 
 def _endpoint_quota(quotas, instance_type: str) -> EndpointQuota | None:

@@ -302,6 +302,10 @@ class SageMakerTarget:
                                "ask for fewer --max-tokens")
         if isinstance(err, ConnectionClosedError | ResponseStreamingError):
             return TargetError(f"{self.endpoint}: the connection broke midway ({err}): ask again")
+        from .failures import cloud_message  # the one wording of credential and network failures
+
+        if (message := cloud_message(err)) is not None:
+            return TargetError(message)
         if isinstance(err, EndpointConnectionError):
             return TargetError(f"cannot reach SageMaker in {self.region}: {err}")
         if not isinstance(err, ClientError):
