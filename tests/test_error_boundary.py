@@ -205,3 +205,25 @@ def test_mcp_tools_pass_failures_through_the_same_boundary(error):
     with pytest.raises(ToolError) as caught:
         anyio.run(server._in_thread, fail)
     assert str(caught.value) == failures.explain(raised[error]).message
+
+
+@pytest.mark.parametrize("after_s", [0.3, 1.5])
+def test_a_real_ctrl_c_during_plan_is_one_line(after_s):
+    """SIGINT while the libraries load or while Pulumi's runtime runs the program: whenever it
+    comes, one line and 130 (Pulumi's tasks would each print a traceback as they are collected)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+
+    process = subprocess.Popen([sys.executable, "-m", "gemma4_t4", "plan", "gce-t4"], cwd=REPO, text=True,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    time.sleep(after_s)
+    process.send_signal(signal.SIGINT)
+    err = process.communicate(timeout=60)[1]
+    if process.returncode == 0:
+        pytest.skip("the plan finished before the signal")
+    assert process.returncode == output.EXIT_INTERRUPTED and err.strip() == "interrupted", err

@@ -269,6 +269,11 @@ def run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
         asyncio.set_event_loop(loop)
         try:
             return _run_program(stack, config, plan, invokes or {}, program or _stack_program)
+        except KeyboardInterrupt:
+            # Ctrl-C: the program's tasks end with it; asyncio would print each one's traceback
+            # ("Task exception was never retrieved") when it is collected. The caller says it once.
+            loop.set_exception_handler(lambda _loop, _context: None)
+            raise
         finally:
             asyncio.set_event_loop(None)
             loop.close()
