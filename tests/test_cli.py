@@ -114,3 +114,17 @@ def test_a_trailing_v1_is_the_same_server():
 
     assert HttpTarget("http://127.0.0.1:8000/v1").base_url == "http://127.0.0.1:8000"
     assert HttpTarget("http://127.0.0.1:8000/v1/").base_url == "http://127.0.0.1:8000"
+
+
+def test_an_unknown_price_is_unknown_never_zero():
+    """A zone that sells T4s in a region the catalog has no prices for: null in JSON, "-" in text."""
+    import json
+
+    from gemma4_t4 import catalog
+
+    zone = next(z for z in sorted(catalog.GCE_T4_ZONES) if catalog.region_of(z) not in catalog.GCE_PRICES)
+    result = gemma4_t4("cost", "gce-t4", "--config", f"gemma4-t4:zone={zone}", "--json")
+    estimate = json.loads(result.stdout)
+    assert estimate["after_destroy_usd_per_month"] is None and estimate["running_usd_per_hour"] is None
+    text = gemma4_t4("cost", "gce-t4", "--config", f"gemma4-t4:zone={zone}").stdout
+    assert "$0.00" not in text and "unknown, not free" in text

@@ -19,11 +19,11 @@ from conftest import REPO, run, send_json
 pytestmark = pytest.mark.cli
 
 
-def serving(model: str, port: int = 0) -> ThreadingHTTPServer:
+def serving(model: str, port: int = 0, health: int = 200) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (http.server's name)
             if self.path == "/health":
-                self.send_response(200)
+                self.send_response(health)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
             elif self.path == "/v1/models":
@@ -106,3 +106,25 @@ def test_the_tunnel_takes_a_port_nothing_listens_on(unrelated, fake_gcloud, monk
         target.close()
         vm.shutdown()
         vm.server_close()
+
+
+def test_status_and_wait_say_why_not_in_text_and_json():
+    """vLLM's /health answers 503 once its engine is dead (api_server.py: EngineDeadError)."""
+    from conftest import free_port
+
+    dead_engine = serving("m", health=503)
+    nothing = f"http://127.0.0.1:{free_port()}"
+    try:
+        url = f"http://127.0.0.1:{dead_engine.server_address[1]}"
+        text = cli("status", "--url", url, env=dict(os.environ))
+        assert text.returncode == 1 and "NOT serving (/health answered HTTP 503)" in text.stdout
+        as_json = json.loads(cli("status", "--url", nothing, "--json", env=dict(os.environ)).stdout)
+        assert as_json["serving"] is False and as_json["reason"].startswith("cannot connect to")
+        assert as_json["schema_version"] == 1
+        waited = cli("wait", "--url", url, "--timeout", "0", "--json", env=dict(os.environ))
+        assert waited.returncode == 1 and json.loads(waited.stdout)["last_probe"] == "/health answered HTTP 503"
+        plain = cli("wait", "--url", url, "--timeout", "0", env=dict(os.environ))
+        assert "(last check: /health answered HTTP 503)" in plain.stderr
+    finally:
+        dead_engine.shutdown()
+        dead_engine.server_close()

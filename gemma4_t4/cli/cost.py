@@ -10,7 +10,7 @@ from dataclasses import asdict
 from rich.table import Table
 
 from .. import clouds
-from .output import EXIT_OK, EXIT_USAGE, add_stack, console, fail, print_json
+from .output import EXIT_OK, EXIT_USAGE, add_stack, busy, console, fail, print_json
 from .plan import add_config_options
 
 
@@ -29,7 +29,8 @@ def _usd(value: float | None, unit: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        result = clouds.estimate(args.stack, args.config, args.project_dir)
+        with busy(f"running stack {args.stack}'s program offline"):
+            result = clouds.estimate(args.stack, args.config, args.project_dir)
     except FileNotFoundError as err:
         return fail("cost", str(err), EXIT_USAGE)
     if args.json:
@@ -43,6 +44,9 @@ def run(args: argparse.Namespace) -> int:
     for disk in result.disks:
         console.print(f"  {disk.name}: {disk.type} {disk.size_gb} GB, {_usd(disk.usd_per_month, 'month')}",
                       markup=False)
+    if None in (result.running_usd_per_hour, result.after_destroy_usd_per_month, result.stopped_usd_per_month) \
+            or any(d.usd_per_month is None for d in result.disks):
+        console.print("-: the catalog has no list price here: unknown, not free (the disks still bill)", markup=False)
     for note in result.notes:
         console.print(note, markup=False)
     return EXIT_OK

@@ -20,9 +20,29 @@ console = Console(highlight=False, soft_wrap=True, emoji=False)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
+# The version of every --json document's vocabulary (docs/json.md): bumped when a key changes meaning
+# or goes; new keys do not bump it.
+SCHEMA_VERSION = 1
+
+
 def print_json(document: Any) -> None:
-    """The --json result: one document on stdout, nothing else there."""
+    """The --json result: one document on stdout, nothing else there, with its schema_version
+    (a list, fit's reports, is wrapped as {"reports": [...]})."""
+    if not isinstance(document, dict):
+        document = {"reports": document}
+    document = {"schema_version": SCHEMA_VERSION, **document}
     sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
+
+
+@contextmanager
+def busy(label: str) -> Iterator[None]:
+    """A spinner on stderr while something takes a while (the offline plan, a cloud's API, the
+    compiler), on a terminal only: a pipe or a log gets nothing."""
+    if not err_console.is_terminal:
+        yield
+        return
+    with err_console.status(label):
+        yield
 
 
 def fail(command: str, message: str, code: int = EXIT_FAILED) -> int:

@@ -15,7 +15,7 @@ from rich.text import Text
 from .. import clouds
 from ..core import plan as offline
 from ..errors import ConfigError
-from .output import EXIT_OK, EXIT_USAGE, add_stack, console, fail, print_json
+from .output import EXIT_OK, EXIT_USAGE, add_stack, busy, console, fail, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +37,8 @@ def add_config_options(p: argparse.ArgumentParser) -> None:
 
 def load(args: argparse.Namespace) -> tuple[dict[str, Any], offline.Plan]:
     """The stack's config, as `pulumi up` would see it, and its offline plan. FileNotFoundError: no such stack."""
-    return clouds.plan_stack(args.stack, args.config, args.project_dir)
+    with busy(f"running stack {args.stack}'s program offline"):
+        return clouds.plan_stack(args.stack, args.config, args.project_dir)
 
 
 def run(args: argparse.Namespace) -> int:

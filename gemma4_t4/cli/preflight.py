@@ -14,7 +14,7 @@ from rich.text import Text
 from .. import clouds
 from ..core import capacity
 from ..core import plan as offline
-from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_stack, console, fail, print_json
+from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_stack, busy, console, fail, print_json
 from .plan import add_config_options, load
 
 
@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     place = clouds.Place(args.project, args.regions or ())
     if args.all_regions:
         return _all_regions(args, config, result, place)
-    checks = clouds.preflight(args.stack, config, result, place)
+    with busy("asking the cloud"):
+        checks = clouds.preflight(args.stack, config, result, place)
     if args.json:
         print_json({"stack": args.stack, "ok": all(c.ok for c in checks), "checks": [asdict(c) for c in checks]})
     else:
@@ -64,7 +65,8 @@ def _all_regions(args: argparse.Namespace, config: dict, result: offline.Plan, p
         return fail("preflight", f"--regions is for SageMaker: on {cloud.name} three calls cover every region",
                     EXIT_USAGE)
     needs = clouds.needs(result, config)
-    report = clouds.regions(args.stack, config, result, place)
+    with busy("asking every region"):
+        report = clouds.regions(args.stack, config, result, place)
     if args.json:
         print_json({"stack": args.stack, **asdict(report)})
     else:

@@ -37,6 +37,7 @@ class Target(Protocol):
     label: str
 
     def health(self) -> bool: ...
+    def probe(self) -> tuple[bool, str]: ...
     def models(self) -> list[dict[str, Any]]: ...
     def chat(self, body: dict[str, Any]) -> dict[str, Any]: ...
     def chat_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]: ...
@@ -105,11 +106,22 @@ class HttpTarget:
         except httpx.HTTPError as err:
             raise self._error(path, err) from None
 
-    def health(self) -> bool:
+    def probe(self) -> tuple[bool, str]:
+        """(healthy, why not): refused, no answer in time, or the HTTP status /health gave."""
         try:
-            return self._request("GET", "/health", timeout_s=5).status_code == 200
-        except TargetError:
-            return False
+            response = self.client.get("/health", timeout=5)
+        except httpx.TimeoutException:
+            return False, "no answer from /health within 5s"
+        except httpx.ConnectError as err:
+            return False, f"cannot connect to {self.base_url} ({err})"
+        except httpx.HTTPError as err:
+            return False, f"{type(err).__name__}: {err}"
+        if response.status_code == 200:
+            return True, ""
+        return False, f"/health answered HTTP {response.status_code}"
+
+    def health(self) -> bool:
+        return self.probe()[0]
 
     def models(self) -> list[dict[str, Any]]:
         return self._request("GET", "/v1/models", timeout_s=10).json()["data"]
@@ -372,8 +384,12 @@ class SageMakerTarget:
                                 AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
         return int(attributes["ApproximateNumberOfMessages"])
 
+    def probe(self) -> tuple[bool, str]:
+        status = self.describe()["endpoint_status"]
+        return status == "InService", "" if status == "InService" else f"the endpoint is {status}"
+
     def health(self) -> bool:
-        return self.describe()["endpoint_status"] == "InService"
+        return self.probe()[0]
 
     def models(self) -> list[dict[str, Any]]:
         """The served model as the endpoint's Model defines it (there is no /v1/models behind SageMaker)."""
