@@ -1,4 +1,4 @@
-"""`gemma4-t4 bench run`: the seeds' benchmark (decode rate, load at several concurrencies, 40
+"""`gemma4-t4 bench run`: the reference T4 benchmark (decode rate, load at several concurrencies, 40
 questions, $/Mtok) with TTFT/ITL/E2E percentiles, checked against the server's /metrics.
 `gemma4-t4 bench compare A.json B.json`: two runs side by side. `--plot DIR`: PNG charts."""
 

@@ -23,6 +23,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
+README_STACKS = ("gce-t4", "sagemaker-t4")
+
+
+def readme_table(stacks: tuple[str, ...] = README_STACKS) -> str:
+    """The README's cost table, from the same estimate `gemma4-t4 cost` prints (tests/test_docs.py
+    holds the README equal to it): `python -c 'from gemma4_t4.cli.cost import readme_table as t; print(t())'`."""
+    estimates = [clouds.estimate(stack) for stack in stacks]
+    lines = ["| at catalog list prices, default region | " + " | ".join(f"`{e.stack}`" for e in estimates) + " |",
+             "|---|" + "---|" * len(estimates),
+             "| serving, per hour | " + " | ".join(_usd(e.running_usd_per_hour, "h") for e in estimates) + " |",
+             "| stopped (`gemma4-t4 stop`), per month | " + " | ".join(
+                 _usd(e.stopped_usd_per_month, "month") if e.stoppable else "cannot stop, only delete"
+                 for e in estimates) + " |",
+             "| after `pulumi destroy`, per month | " + " | ".join(
+                 _usd(e.after_destroy_usd_per_month, "month") for e in estimates) + " |"]
+    return "\n".join(lines)
+
+
 def _usd(value: float | None, unit: str) -> str:
     return "-" if value is None else f"${value:,.2f}/{unit}" if unit == "month" else f"${value:,.4f}/{unit}"
 

@@ -16,7 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("wait", help="poll /health until healthy, with elapsed time and VRAM", description=__doc__)
     target_options.add(p)
     p.add_argument("--timeout", type=non_negative_float, default=1800, metavar="SECONDS",
-                   help="give up after this long (default 1800: a cold first start on a T4 takes ~8 min)")
+                   help="give up after this long (default 1800: a new VM's first boot, with the driver and vLLM's "
+                        "install, takes ~20 min, of which vLLM's own cold start ~8)")
     p.add_argument("--interval", type=positive_float, default=15, metavar="SECONDS", help="between two polls (default 15)")
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON document")
     p.set_defaults(run=run)

@@ -1,4 +1,4 @@
-"""The seeds' benchmark, so figures compare with their tables, plus the latencies serving engineers
+"""The reference T4 benchmark, so figures compare with their tables, plus the latencies serving engineers
 read. Every request is streamed and timed from the moment it is sent.
 
 - decode: (LONG - SHORT) / (median wall of a LONG-token answer - median wall of a SHORT-token

@@ -205,7 +205,7 @@ class Server:
         async def wait(ctx: Context, url: Url = None, stack: StackName = None, endpoint: Endpoint = None,
                        region: Region = None, timeout_s: Seconds = 1800, interval_s: Seconds = 15) -> ops.WaitResult:
             """Poll /health until healthy, reporting elapsed time and VRAM as progress; an error with the
-            last log lines if the server dies or the time runs out (a cold first start takes ~8 min)."""
+            last log lines if the server dies or the time runs out (a new GCE VM's first boot takes ~20 min)."""
             report = _progress(ctx, timeout_s)
 
             def tick(elapsed: float, info: dict[str, Any]) -> None:
@@ -267,7 +267,7 @@ class Server:
                         plot_dir: Annotated[str | None, Field(description="write throughput.png and latency.png "
                                                                           "here")] = None,
                         ) -> core_bench.Report:
-            """The seeds' benchmark of one server (decode tok/s, load at each concurrency, 40 seeded
+            """The reference T4 benchmark of one server (decode tok/s, load at each concurrency, 40 seeded
             questions, $/Mtok) with TTFT/ITL/E2E/TPOT p50/p90/p99 per concurrency from streamed responses,
             checked against the server's own /metrics. Puts real load on the server; progress per request."""
             if short >= long:
