@@ -55,6 +55,11 @@ def _google_failure(kind: str, monkeypatch):
             raise exceptions.DefaultCredentialsError(
                 "Your default credentials were not found. To set up Application Default Credentials, see "
                 "https://cloud.google.com/docs/authentication/external/set-up-adc for more information.")
+    elif kind == "valid":  # credentials that work: the failure is the API's answer
+        def default(*args, **kwargs):
+            from google.auth.credentials import AnonymousCredentials
+
+            return AnonymousCredentials(), "p"
     else:
         error = (exceptions.RefreshError(  # google/oauth2/reauth.py, when the session needs a new login
             "Reauthentication is needed. Please run `gcloud auth application-default login` to reauthenticate.")
@@ -231,3 +236,29 @@ def test_ctrl_c_inside_pulumis_runtime_leaves_no_task_tracebacks():
 
     result = subprocess.run([sys.executable, "-c", INTERRUPTED_PLAN], cwd=REPO, capture_output=True, text=True)
     assert result.returncode == output.EXIT_INTERRUPTED and result.stderr.strip() == "interrupted", result.stderr
+
+
+# Google's 403 for an API the project has not enabled (reason SERVICE_DISABLED), as Compute Engine's
+# REST API words it for a new project; google-api-core raises it as Forbidden.
+SERVICE_DISABLED = ("Compute Engine API has not been used in project 123456789012 before or it is disabled. Enable "
+                    "it by visiting https://console.developers.google.com/apis/api/compute.googleapis.com/overview?"
+                    "project=123456789012 then retry. If you enabled this API recently, wait a few minutes for the "
+                    "action to propagate to our systems and retry.")
+
+
+@pytest.mark.parametrize("args", GCE_COMMANDS, ids=" ".join)
+def test_an_api_the_project_has_off_is_named_with_its_enable_line(args, monkeypatch, capsys):
+    from google.api_core import exceptions
+    from google.cloud import compute_v1
+
+    def forbidden(*args, **kwargs):
+        raise exceptions.Forbidden(SERVICE_DISABLED)
+
+    for client in (compute_v1.RegionsClient, compute_v1.ProjectsClient, compute_v1.InstancesClient):
+        for method in ("get", "list", "stop", "start"):
+            if hasattr(client, method):
+                monkeypatch.setattr(client, method, forbidden)
+    _google_failure("valid", monkeypatch)
+    code, err = gemma4_t4(capsys, *args)
+    assert code == output.EXIT_FAILED
+    assert "gcloud services enable compute.googleapis.com --project 123456789012" in err

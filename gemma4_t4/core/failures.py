@@ -6,6 +6,7 @@ else is a bug: one line too, and the traceback with --debug or GEMMA4_T4_DEBUG=1
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from ..errors import ConfigError
@@ -74,9 +75,22 @@ def _google(err: BaseException) -> Failure | None:
                        "(HTTPS_PROXY), then try again")
     if isinstance(err, auth.GoogleAuthError):
         return Failure(f"Google refused the credentials ({_first_line(err)}): run `{GOOGLE_LOGIN}`")
+    if isinstance(err, api.GoogleAPICallError) and (disabled := _disabled_service(str(err.message or err))):
+        service, project = disabled
+        return Failure(f"the {service} API is off in project {project} (a new project has it off): "
+                       f"gcloud services enable {service} --project {project}")
     if isinstance(err, api.GoogleAPICallError):
         return Failure(f"Google API: {_first_line(err.message or err)}")
     return None
+
+
+def _disabled_service(message: str) -> tuple[str, str] | None:
+    """(service, project) of Google's 403 for an API a project has not enabled (reason
+    SERVICE_DISABLED): "Compute Engine API has not been used in project N before or it is
+    disabled. Enable it by visiting https://console.developers.google.com/apis/api/SERVICE/overview?project=N ..."."""
+    found = re.search(r"has not been used in project (\S+) before or it is disabled.*?/apis/api/([a-z0-9.]+)/", message,
+                      re.DOTALL)
+    return (found.group(2), found.group(1)) if found else None
 
 
 def _aws(err: BaseException) -> Failure | None:

@@ -192,7 +192,7 @@ def fetch_gce(project: str, region: str, accelerator: str) -> tuple[dict, dict, 
     except auth_exc.DefaultCredentialsError:
         raise PreflightError("no Google credentials: gcloud auth application-default login") from None
     except gexc.GoogleAPICallError as err:
-        raise PreflightError(f"Compute Engine API: {err.message}") from None
+        raise PreflightError(cloud_message(err) or f"Compute Engine API: {err.message}") from None
     return (type(region_msg).to_dict(region_msg), type(project_msg).to_dict(project_msg), offering)
 
 
