@@ -14,6 +14,7 @@ What it answers, and where the real gcloud says so:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import socketserver
@@ -34,10 +35,8 @@ def _pipe(src: socket.socket, dst: socket.socket) -> None:
         pass
     finally:
         for s in (src, dst):
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
 
 
 class Forward(socketserver.BaseRequestHandler):

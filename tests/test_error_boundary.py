@@ -142,7 +142,7 @@ URL_COMMANDS = [("status",), ("wait", "--timeout", "0"), ("query", "hi"), ("logs
 @pytest.mark.parametrize("args", URL_COMMANDS, ids=" ".join)
 def test_no_server_is_one_line(args, capsys):
     # status answers "NOT serving" with its reason on stdout; wait adds where to look next.
-    code, err = gemma4_t4(capsys, *args, "--url", f"http://127.0.0.1:{free_port()}",
+    code, _ = gemma4_t4(capsys, *args, "--url", f"http://127.0.0.1:{free_port()}",
                           one_line=args[0] not in ("status", "wait"))
     assert code == output.EXIT_FAILED
 

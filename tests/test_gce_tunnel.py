@@ -21,7 +21,7 @@ pytestmark = pytest.mark.cli
 
 def serving(model: str, port: int = 0, health: int = 200) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's name)
+        def do_GET(self):
             if self.path == "/health":
                 self.send_response(health)
                 self.send_header("Content-Length", "0")

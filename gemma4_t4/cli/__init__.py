@@ -51,7 +51,7 @@ def build_parser() -> Parser:
     parser = Parser(prog="gemma4-t4", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true",
-                        help="print the traceback of a failure (also: GEMMA4_T4_DEBUG=1); allowed after the command too")
+                        help="print the traceback of a failure (also: GEMMA4_T4_DEBUG=1); also after the command")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(sub)
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args))
     except SystemExit:
         raise
-    except BaseException as err:  # noqa: BLE001: the one boundary: every failure becomes one line
+    except BaseException as err:  # the one boundary: every failure becomes one line
         failure = failures.explain(err)
         if debug and not isinstance(err, KeyboardInterrupt):
             traceback.print_exc()

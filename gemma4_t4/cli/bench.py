@@ -16,8 +16,19 @@ from .. import catalog
 from ..core import bench, charts, ops
 from ..core.targets import TargetError
 from . import target_options
-from .output import (EXIT_OK, EXIT_USAGE, add_check, console, fail, non_negative_float, non_negative_int, positive_float,
-                     positive_int, print_json, steps)
+from .output import (
+    EXIT_OK,
+    EXIT_USAGE,
+    add_check,
+    console,
+    fail,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    print_json,
+    steps,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,21 +44,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--json", action="store_true", help="print the report as one JSON document")
     r.add_argument("--plot", type=Path, metavar="DIR", help="write throughput.png and latency.png here")
     price = r.add_mutually_exclusive_group()
-    price.add_argument("--price-per-hour", type=positive_float, metavar="USD", help="what the server costs per hour, for $/Mtok")
+    price.add_argument("--price-per-hour", type=positive_float, metavar="USD",
+                       help="what the server costs per hour, for $/Mtok")
     price.add_argument("--instance-type", choices=sorted(catalog.BENCH_INSTANCE_PRICES),
                        help=f"take the hourly SageMaker price from the catalog ({catalog.BENCH_PRICE_REGION})")
     defaults = bench.BenchPlan()
-    r.add_argument("--short", type=positive_int, default=defaults.short, help="decode: the short answer, tokens (default 16)")
-    r.add_argument("--long", type=positive_int, default=defaults.long, help="decode: the long answer, tokens (default 512)")
-    r.add_argument("--repeats", type=positive_int, default=defaults.repeats, help="decode: calls of each length (default 5)")
+    r.add_argument("--short", type=positive_int, default=defaults.short,
+                   help="decode: the short answer, tokens (default 16)")
+    r.add_argument("--long", type=positive_int, default=defaults.long,
+                   help="decode: the long answer, tokens (default 512)")
+    r.add_argument("--repeats", type=positive_int, default=defaults.repeats,
+                   help="decode: calls of each length (default 5)")
     r.add_argument("--concurrency", type=_concurrency, default=defaults.concurrency, metavar="N,N,...",
                    help="load: parallel requests per batch (default 1,4,16)")
     r.add_argument("--load-tokens", type=positive_int, default=defaults.load_tokens,
                    help="load: fixed output tokens per request (default 256)")
     r.add_argument("--load-repeats", type=positive_int, default=defaults.load_repeats,
                    help="load: batches per concurrency; the median is reported (default 2)")
-    r.add_argument("--questions", type=non_negative_int, default=defaults.questions, help="quality: how many of the 40 (default 40)")
-    r.add_argument("--pause-s", type=non_negative_float, default=defaults.pause_s, help="load: seconds between batches (default 0)")
+    r.add_argument("--questions", type=non_negative_int, default=defaults.questions,
+                   help="quality: how many of the 40 (default 40)")
+    r.add_argument("--pause-s", type=non_negative_float, default=defaults.pause_s,
+                   help="load: seconds between batches (default 0)")
     r.set_defaults(run=run)
     add_check(r, lambda args: _check_run(r, args))
 

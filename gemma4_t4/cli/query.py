@@ -23,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="print the answer as it is generated (default: on for a SageMaker endpoint, whose plain "
                         "invocations must answer within 60 s; off for a URL or a GCE stack)")
     p.add_argument("--max-tokens", type=positive_int, default=256, help="the most tokens to generate (default 256)")
-    p.add_argument("--temperature", type=non_negative_float, default=0.0, help="sampling temperature (default 0: greedy)")
+    p.add_argument("--temperature", type=non_negative_float, default=0.0,
+                   help="sampling temperature (default 0: greedy)")
     p.add_argument("--json", action="store_true", help="print the reply (text, usage, finish reason) as JSON")
     p.set_defaults(run=run)
 

@@ -15,8 +15,17 @@ from rich.table import Table
 
 from .. import clouds
 from ..core import lifecycle
-from .output import (EXIT_OK, EXIT_USAGE, add_check, console, fail, non_negative_float, positive_float, print_json,
-                     ticker)
+from .output import (
+    EXIT_OK,
+    EXIT_USAGE,
+    add_check,
+    console,
+    fail,
+    non_negative_float,
+    positive_float,
+    print_json,
+    ticker,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,7 +46,8 @@ def add_vm_options(p: argparse.ArgumentParser) -> None:
     where.add_argument("--compute-endpoint", help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=non_negative_float, default=600, metavar="SECONDS",
                    help="give up waiting after this long (default 600)")
-    p.add_argument("--interval", type=positive_float, default=5, metavar="SECONDS", help="between two polls (default 5)")
+    p.add_argument("--interval", type=positive_float, default=5, metavar="SECONDS",
+                   help="between two polls (default 5)")
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON document")
     add_check(p, lambda args: _check(p, args))
 

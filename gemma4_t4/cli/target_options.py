@@ -17,7 +17,8 @@ def add(parser: argparse.ArgumentParser) -> None:
     choice = where.add_mutually_exclusive_group(required=True)
     choice.add_argument("--url", help="any OpenAI-compatible server, e.g. http://127.0.0.1:8000 (a trailing /v1, "
                                       "as the OpenAI SDK takes it, is fine)")
-    choice.add_argument("-s", "--stack", help="a deployed stack, e.g. gce-t4 (reads `pulumi stack output`; a GCE stack's "
+    choice.add_argument("-s", "--stack",
+                        help="a deployed stack, e.g. gce-t4 (reads `pulumi stack output`; a GCE stack's "
                                         "IAP tunnel is opened on a free local port and closed afterwards)")
     choice.add_argument("--endpoint", help="a SageMaker endpoint name (with --region)")
     where.add_argument("--region", help="the SageMaker endpoint's AWS region (only with --endpoint)")

@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=non_negative_float, default=1800, metavar="SECONDS",
                    help="give up after this long (default 1800: a new VM's first boot, with the driver and vLLM's "
                         "install, takes ~20 min, of which vLLM's own cold start ~8)")
-    p.add_argument("--interval", type=positive_float, default=15, metavar="SECONDS", help="between two polls (default 15)")
+    p.add_argument("--interval", type=positive_float, default=15, metavar="SECONDS",
+                   help="between two polls (default 15)")
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON document")
     p.set_defaults(run=run)
 

@@ -104,7 +104,7 @@ async def _in_thread(fn: Callable[[], T]) -> T:
     """Run core code in a worker thread; its failures become tool errors with the CLI's messages."""
     try:
         return await anyio.to_thread.run_sync(fn)
-    except Exception as err:  # noqa: BLE001: the CLI's one boundary (core.failures), the same lines
+    except Exception as err:  # the CLI's one boundary (core.failures): the same lines
         failure = failures.explain(err)
         if failure.bug:
             logging.getLogger(__name__).exception("tool failed")  # the server's stderr: the client's log
