@@ -128,3 +128,16 @@ def test_an_unknown_price_is_unknown_never_zero():
     assert estimate["after_destroy_usd_per_month"] is None and estimate["running_usd_per_hour"] is None
     text = gemma4_t4("cost", "gce-t4", "--config", f"gemma4-t4:zone={zone}").stdout
     assert "$0.00" not in text and "unknown, not free" in text
+
+
+def test_a_spinner_on_a_terminal_and_nothing_in_a_pipe(monkeypatch):
+    import io
+
+    from rich.console import Console
+
+    for terminal in (True, False):
+        stream = io.StringIO()
+        monkeypatch.setattr(output, "err_console", Console(file=stream, force_terminal=terminal))
+        with output.busy("running stack gce-t4's program offline"):
+            pass
+        assert ("running stack gce-t4's program offline" in stream.getvalue()) is terminal

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 
 from .. import clouds
 from ..core.targets import Target
-from .output import add_check
+from .output import add_check, busy
 
 
 def add(parser: argparse.ArgumentParser) -> None:
@@ -40,8 +40,9 @@ def add_model(parser: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def opened(args: argparse.Namespace) -> Iterator[Target]:
-    target = clouds.resolve_target(url=args.url, stack=args.stack, endpoint=args.endpoint, region=args.region,
-                                endpoint_url=args.endpoint_url)
+    with busy("reading the stack and opening its tunnel" if args.stack else "connecting"):
+        target = clouds.resolve_target(url=args.url, stack=args.stack, endpoint=args.endpoint, region=args.region,
+                                       endpoint_url=args.endpoint_url)
     try:
         yield target
     finally:
