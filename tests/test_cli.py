@@ -80,6 +80,7 @@ DEAD = "http://127.0.0.1:1"  # reaching it would fail with 1, not 2: a 2 proves 
     (("bench", "run", "--url", DEAD, "--short", "10", "--long", "5"), "--short (10) must be below --long (5)"),
     (("bench", "run", "--url", DEAD, "--questions", "41"), "--questions 41: there are 40"),
     (("bench", "run", "--url", DEAD, "--repeats", "0"), "must be 1 or more"),
+    (("bench", "run", "--url", DEAD, "--out", "/nonexistent/run.json"), "--out /nonexistent/run.json: no folder"),
     (("cost", "gce-t4", "-s", "sagemaker-t4"), "two stacks"),
     (("cost",), "which stack?"),
 ])

@@ -83,6 +83,8 @@ def _check_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     if args.short >= args.long:
         parser.error(f"--short ({args.short}) must be below --long ({args.long}): the decode rate is measured on "
                      "their difference")
+    if args.out and not args.out.resolve().parent.is_dir():  # found before the run, not after its minutes
+        parser.error(f"--out {args.out}: no folder {args.out.resolve().parent}")
     if args.questions > len(bench.questions()):
         parser.error(f"--questions {args.questions}: there are {len(bench.questions())}")
 
