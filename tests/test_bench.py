@@ -39,7 +39,7 @@ def test_reduced_bench_counts_what_the_server_counts_and_charts_it(vllm_server, 
                  "--price-per-hour", "0.736", "--out", str(out), "--plot", str(plots))
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(out.read_text())
-    assert report["schema_version"] == bench.SCHEMA_VERSION == 2
+    assert report["schema_version"] == bench.SCHEMA_VERSION == 3
     assert report["decode"]["tok_s"] > 0 and len(report["decode"]["walls_s"]["32"]) == 3
     for concurrency, load in report["load"].items():
         assert len(load["batches"]) == 2

@@ -148,7 +148,7 @@ def show_report(report: dict[str, Any]) -> None:
     table.add_row("quality", f"{quality['correct']}/{quality['total']} correct")
     if report.get("usd_per_mtok") is not None:
         table.add_row("$ per million output tokens",
-                      f"{report['usd_per_mtok']:.3f} at ${report['price_per_hour_usd']}/h")
+                      f"{report['usd_per_mtok']:.3f} at ${report['running_usd_per_hour']}/h")
     console.print(table)
     show_latency(report)
     show_server_check(report)

@@ -172,8 +172,9 @@ class Plan:
             "stack": self.stack,
             "resources": [r.as_json() for r in self.resources],
             "outputs": self.outputs,
-            "cost_per_hour_usd": self.outputs.get("cost_per_hour_usd"),
-            "cost_per_hour_usd_range": cost_range(self),
+            # The stack output cost_per_hour_usd, named as every --json document names it (docs/json.md).
+            "running_usd_per_hour": self.outputs.get("cost_per_hour_usd"),
+            "running_usd_per_hour_range": cost_range(self),
         }
 
 
