@@ -84,7 +84,9 @@ def _show(report: capacity.RegionsReport, current: str) -> None:
     console.print(table)
     for note in report.notes:
         console.print(f"note: {note}", markup=False)
-    if report.first is None:
+    if report.first is None and all(row.limit is None for row in report.rows):
+        console.print("no region could be asked: each row says why (fix that, then ask again)", markup=False)
+    elif report.first is None:
         console.print("no region would work: request the quota shown above (the stack's region is listed first)",
                       markup=False)
     elif not report.config_lines:

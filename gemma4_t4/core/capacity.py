@@ -219,7 +219,7 @@ def fetch_sagemaker_regions(instance_type: str, stack: str, regions: list[str],
         try:
             quota, in_use, own, untyped = fetch_sagemaker(region, instance_type, stack, profile)
         except PreflightError as err:
-            if "no AWS credentials" in str(err):
+            if "no AWS credentials" in str(err) or "have expired" in str(err):  # the account's, not the region's
                 raise
             reason = str(err).removeprefix("AWS: ")
             if "security token" in reason or "UnrecognizedClient" in reason:
