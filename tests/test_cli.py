@@ -129,6 +129,8 @@ def test_an_unknown_price_is_unknown_never_zero():
     assert estimate["after_destroy_usd_per_month"] is None and estimate["running_usd_per_hour"] is None
     text = gemma4_t4("cost", "gce-t4", "--config", f"gemma4-t4:zone={zone}").stdout
     assert "$0.00" not in text and "unknown, not free" in text
+    planned = gemma4_t4("plan", "gce-t4", "--config", f"gemma4-t4:zone={zone}").stdout
+    assert "estimated cost while running: unknown" in planned
 
 
 def test_a_spinner_on_a_terminal_and_nothing_in_a_pipe(monkeypatch):
