@@ -37,7 +37,7 @@ from ..catalog import vllm as vllm_metrics
 from . import metrics
 from .targets import Target, TargetError
 
-# Bumped whenever a field of the report changes meaning (README: "The benchmark's JSON").
+# Bumped whenever a field of the report changes meaning (docs/benchmark.md: "The benchmark's JSON").
 # 2: every request streamed; latency percentiles, requests/s and the /metrics cross-check.
 SCHEMA_VERSION = 3
 # on_step(phase, done, total): "decode", "load c=4", "quality"; done counts requests of that phase.
@@ -69,7 +69,7 @@ class BenchPlan:
     pause_s: float = 0.0
 
 
-# --- the report (README: "The benchmark's JSON"; times in seconds) ---------------------------------
+# --- the report (docs/benchmark.md: "The benchmark's JSON"; times in seconds) ---------------------------------
 
 
 class Percentiles(TypedDict):
