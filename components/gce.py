@@ -379,6 +379,6 @@ class GceT4Server(T4ServingComponent):
                 "gcloud compute ssh {0} --project {1} --zone {2} --tunnel-through-iap -- -f -N -L {3}",
                 instance.name, instance.project, instance.zone, forward),
             cost_per_hour_usd=cost,
-            billing_after_destroy_usd_per_month=(data_disk_monthly_usd(settings) or 0.0)
-            if settings.retain_data_disk else 0.0,
+            # None where the catalog has no price for the region: unknown, never $0 (the disk bills).
+            billing_after_destroy_usd_per_month=data_disk_monthly_usd(settings) if settings.retain_data_disk else 0.0,
         )

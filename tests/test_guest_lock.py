@@ -82,3 +82,20 @@ def test_an_unresolvable_pin_fails_the_check():
     assert len(problems) == 1 and "flashinfer-python==0.7.3" in problems[0]
     with pytest.raises(lock.ResolutionError, match=r"flashinfer-python==0\.7\.3"):
         lock.resolve(["vllm==0.34.0"], [])
+
+
+def test_uv_trusts_the_systems_certificates_as_pip_does(monkeypatch):
+    """Behind a TLS-intercepting proxy uv's bundled roots fail (UnknownIssuer) where pip, which reads
+    the system's store, succeeds: uv is told to read it too, and pip's CA file where one is set."""
+    seen = {}
+
+    def run(args, **kwargs):
+        seen.update(kwargs["env"])
+        raise lock.ResolutionError("stop here")
+
+    monkeypatch.setattr(lock.subprocess, "run", run)
+    monkeypatch.setenv("PIP_CERT", "/etc/ssl/certs/ca-certificates.crt")
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    with pytest.raises(lock.ResolutionError):
+        lock.resolve(["vllm"], [])
+    assert seen["UV_SYSTEM_CERTS"] == "1" and seen["SSL_CERT_FILE"] == "/etc/ssl/certs/ca-certificates.crt"

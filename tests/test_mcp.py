@@ -24,6 +24,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from sagemaker_standin import StandIn
 
+from gemma4_t4.core import bench as core_bench
 from gemma4_t4.mcp.server import CHANGES_STATE, COSTS_MONEY
 
 pytestmark = [pytest.mark.cli, pytest.mark.standin]
@@ -84,6 +85,13 @@ async def call(client: ClientSession, tool: str, **arguments: Any) -> Call:
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return run([sys.executable, "-m", "gemma4_t4", *args], cwd=REPO, env=_env(env))
+
+
+def cli_json(*args: str) -> dict[str, Any]:
+    """The CLI's --json document less its schema_version (the MCP tools' results are typed instead)."""
+    document = json.loads(cli(*args).stdout)
+    assert document.pop("schema_version") == 1
+    return document
 
 
 def cli_message(*args: str, env: dict[str, str] | None = None) -> str:
@@ -155,7 +163,7 @@ def test_tools_against_the_real_server(vllm_server, tmp_path):
 
     report = bench.data
     assert report == json.loads(out.read_text()), "the tool returns what it wrote"
-    assert report["schema_version"] == 2 and set(report["load"]) == {"1", "2"}
+    assert report["schema_version"] == core_bench.SCHEMA_VERSION and set(report["load"]) == {"1", "2"}
     assert report["server"]["counts_equal"] and report["server"]["bench"]["requests"] == 4 + 1 + 2 + 3
     assert report["load"]["2"]["ttft_s"]["p99"] >= report["load"]["2"]["ttft_s"]["p50"] > 0
     total = 4 + 1 + 2 + 3
@@ -188,7 +196,7 @@ def test_failures_are_tool_errors_with_the_clis_messages(vllm_server, tmp_path):
     assert errors["no target"].error.endswith("say where: --url URL, --stack STACK, or --endpoint NAME --region REGION")
     assert errors["dead"].error.endswith(cli_message("query", "hi", "--url", dead))
     # Not serving is an answer, as `gemma4-t4 status --json` gives it (exit 1, but a status).
-    assert errors["not serving"].data == json.loads(cli("status", "--url", dead, "--json").stdout)
+    assert errors["not serving"].data == cli_json("status", "--url", dead, "--json")
     assert errors["wrong model"].error.endswith(
         cli_message("query", "hi", "--url", vllm_server, "--model", "google/gemma-4-E2B-it"))
     assert "not healthy after 1s: " + dead in errors["timeout"].error
@@ -214,7 +222,7 @@ def test_plan_and_cost_are_the_clis(tmp_path):
     instance = next(r for r in plan.data["resources"] if r["type"] == "gcp:compute/instance:Instance")
     assert "--max-model-len 8192" in json.dumps(instance["inputs"]["metadata"]), "the override reached the guest"
     assert plan.data["outputs"]["cost_per_hour_usd"] == cost.data["running_usd_per_hour"]
-    assert cost.data == json.loads(cli("cost", "gce-t4", "--json").stdout)
+    assert cost.data == cli_json("cost", "gce-t4", "--json")
     # Preflight needs the user's cloud credentials; without them, the CLI's own message.
     assert gce.error.endswith(cli_message("preflight", "gce-t4", "--project", "my-project"))
     assert "gcloud auth application-default login" in gce.error

@@ -22,10 +22,12 @@ def test_json_has_the_documented_shape():
     result = plan_cli("gce-t4", "--json")
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert set(doc) == {"stack", "resources", "outputs", "cost_per_hour_usd", "cost_per_hour_usd_range"}
+    assert set(doc) == {"schema_version", "stack", "resources", "outputs", "running_usd_per_hour",
+                        "running_usd_per_hour_range"}
+    assert doc["schema_version"] == 1
     assert doc["stack"] == "gce-t4"
-    assert doc["cost_per_hour_usd"] == doc["outputs"]["cost_per_hour_usd"] > 0
-    assert doc["cost_per_hour_usd_range"] == [doc["cost_per_hour_usd"]] * 2, "one VM: one price"
+    assert doc["running_usd_per_hour"] == doc["outputs"]["cost_per_hour_usd"] > 0
+    assert doc["running_usd_per_hour_range"] == [doc["running_usd_per_hour"]] * 2, "one VM: one price"
     for resource in doc["resources"]:
         assert {"type", "name", "parent", "inputs"} <= set(resource)
     vm = next(r for r in doc["resources"] if r["type"] == "gcp:compute/instance:Instance")

@@ -55,7 +55,7 @@ def test_the_cost_is_a_range_from_the_fewest_to_the_most_instances(run_stack):
     plan = run_stack("sagemaker-t4", "instanceCount=2", "minInstanceCount=1", "maxInstanceCount=5")
     assert plan.outputs["cost_per_hour_usd"] == round(PRICE, 4)
     assert plan.outputs["cost_per_hour_usd_max"] == round(5 * PRICE, 4)
-    assert plan.as_json()["cost_per_hour_usd_range"] == [round(PRICE, 4), round(5 * PRICE, 4)]
+    assert plan.as_json()["running_usd_per_hour_range"] == [round(PRICE, 4), round(5 * PRICE, 4)]
     assert f"${PRICE:.4f}/h to ${5 * PRICE:.4f}/h, fewest to most instances" in plan_mod.cost_line(plan)
     assert plan.one(TARGET).inputs["minCapacity"] == 1.0
     assert plan.one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").inputs[

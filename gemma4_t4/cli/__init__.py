@@ -1,47 +1,114 @@
 """gemma4-t4: plan, check, query and benchmark Gemma 4 on a Tesla T4 (GCE or SageMaker).
 
-Exit codes: 0 ok; 1 failed (not serving, a check failed, the target refused or is unreachable);
-2 bad usage or a refused stack config; 130 interrupted.
+Exit codes: 0 ok; 1 failed (not serving, a check failed, the target refused or is unreachable, no
+or expired cloud credentials); 2 bad usage or a refused stack config; 130 interrupted.
+Every failure is one line with the fix; --debug (or GEMMA4_T4_DEBUG=1) adds the traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
+import os
 import sys
+import traceback
 
 from .. import __version__
-from ..core.targets import TargetError
-from ..errors import ConfigError
+from ..core import failures
 from . import bench, cost, fit, logs, mcp, plan, preflight, query, start, status, stop, wait
-from .output import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, err_console, fail
+from .examples import EXAMPLES
+from .output import err_console
 
 COMMANDS = (plan, preflight, cost, fit, status, wait, query, logs, bench, stop, start, mcp)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gemma4-t4", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+class Parser(argparse.ArgumentParser):
+    """argparse as a Pulumi user expects it: no abbreviated flags (`--int` is not `--interval`),
+    and a suggestion for a mistyped command or flag."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        if "invalid choice: " in message:
+            wrong = message.split("invalid choice: ", 1)[1].split("'")[1]
+            choices = [c for a in self._actions if isinstance(a, argparse._SubParsersAction) for c in a.choices]
+            message += _did_you_mean(wrong, choices)
+        super().error(message)
+
+    def option_strings(self) -> list[str]:
+        return [o for action in self._actions for o in action.option_strings if action.help != argparse.SUPPRESS]
+
+
+def _did_you_mean(wrong: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(wrong, known, n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def build_parser() -> Parser:
+    parser = Parser(prog="gemma4-t4", description=__doc__)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="print the traceback of a failure (also: GEMMA4_T4_DEBUG=1); also after the command")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(sub)
+    for name, example in EXAMPLES.items():
+        words = name.split()
+        chosen = sub.choices[words[0]]
+        if len(words) > 1:
+            chosen = next(a for a in chosen._actions if isinstance(a, argparse._SubParsersAction)).choices[words[1]]
+        chosen.epilog = "examples:\n" + "\n".join(f"  {line}" for line in example)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)  # bad usage: argparse prints it and exits 2
+def _command_parser(parser: Parser, args: argparse.Namespace) -> Parser:
+    """The parser of the command (and action) ARGS ran, for its own usage line."""
+    chosen: Parser = parser
+    for dest in ("command", "action"):
+        name = getattr(args, dest, None)
+        subs = [a for a in chosen._actions if isinstance(a, argparse._SubParsersAction)]
+        if name is None or not subs:
+            break
+        chosen = subs[0].choices[name]
+    return chosen
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = build_parser()
+    args, extras = parser.parse_known_args(argv)  # bad usage: argparse prints it and exits 2
+    if extras:
+        chosen = _command_parser(parser, args)
+        hints = "".join(_did_you_mean(e.split("=", 1)[0], chosen.option_strings()) for e in extras
+                        if e.startswith("-"))
+        chosen.error(f"unrecognized arguments: {' '.join(extras)}{hints}")
     if hasattr(args, "check_usage"):
         args.check_usage(args)  # rules argparse cannot say, e.g. --region only with --endpoint
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    debug = "--debug" in argv[:cut] or failures.debugging()
+    argv = [a for i, a in enumerate(argv) if not (i < cut and a == "--debug")]
     try:
-        return args.run(args)
-    except KeyboardInterrupt:
-        err_console.print("interrupted")
-        return EXIT_INTERRUPTED
-    except ConfigError as err:
-        return fail(args.command, f"refused: {err}", EXIT_USAGE)
-    except TargetError as err:
-        return fail(args.command, str(err), EXIT_FAILED)
+        args = parse(argv)
+        return int(args.run(args))
+    except SystemExit:
+        raise
+    except BaseException as err:  # the one boundary: every failure becomes one line
+        failure = failures.explain(err)
+        if debug and not isinstance(err, KeyboardInterrupt):
+            traceback.print_exc()
+        command = " ".join(a for a in argv[:1] if not a.startswith("-"))
+        prefix = f"gemma4-t4 {command}: " if command and failure.exit_code != failures.EXIT_INTERRUPTED else ""
+        err_console.print(f"{prefix}{failure.message}", markup=False)
+        return failure.exit_code
 
 
 if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
     sys.exit(main())

@@ -1,4 +1,4 @@
-"""`gemma4-t4 bench run`: the seeds' benchmark (decode rate, load at several concurrencies, 40
+"""`gemma4-t4 bench run`: the reference T4 benchmark (decode rate, load at several concurrencies, 40
 questions, $/Mtok) with TTFT/ITL/E2E percentiles, checked against the server's /metrics.
 `gemma4-t4 bench compare A.json B.json`: two runs side by side. `--plot DIR`: PNG charts."""
 
@@ -16,7 +16,19 @@ from .. import catalog
 from ..core import bench, charts, ops
 from ..core.targets import TargetError
 from . import target_options
-from .output import EXIT_OK, EXIT_USAGE, console, fail, print_json, steps
+from .output import (
+    EXIT_OK,
+    EXIT_USAGE,
+    add_check,
+    console,
+    fail,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+    print_json,
+    steps,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,22 +44,29 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--json", action="store_true", help="print the report as one JSON document")
     r.add_argument("--plot", type=Path, metavar="DIR", help="write throughput.png and latency.png here")
     price = r.add_mutually_exclusive_group()
-    price.add_argument("--price-per-hour", type=float, metavar="USD", help="what the server costs per hour, for $/Mtok")
+    price.add_argument("--price-per-hour", type=positive_float, metavar="USD",
+                       help="what the server costs per hour, for $/Mtok")
     price.add_argument("--instance-type", choices=sorted(catalog.BENCH_INSTANCE_PRICES),
                        help=f"take the hourly SageMaker price from the catalog ({catalog.BENCH_PRICE_REGION})")
     defaults = bench.BenchPlan()
-    r.add_argument("--short", type=int, default=defaults.short, help="decode: the short answer, tokens (default 16)")
-    r.add_argument("--long", type=int, default=defaults.long, help="decode: the long answer, tokens (default 512)")
-    r.add_argument("--repeats", type=int, default=defaults.repeats, help="decode: calls of each length (default 5)")
+    r.add_argument("--short", type=positive_int, default=defaults.short,
+                   help="decode: the short answer, tokens (default 16)")
+    r.add_argument("--long", type=positive_int, default=defaults.long,
+                   help="decode: the long answer, tokens (default 512)")
+    r.add_argument("--repeats", type=positive_int, default=defaults.repeats,
+                   help="decode: calls of each length (default 5)")
     r.add_argument("--concurrency", type=_concurrency, default=defaults.concurrency, metavar="N,N,...",
                    help="load: parallel requests per batch (default 1,4,16)")
-    r.add_argument("--load-tokens", type=int, default=defaults.load_tokens,
+    r.add_argument("--load-tokens", type=positive_int, default=defaults.load_tokens,
                    help="load: fixed output tokens per request (default 256)")
-    r.add_argument("--load-repeats", type=int, default=defaults.load_repeats,
+    r.add_argument("--load-repeats", type=positive_int, default=defaults.load_repeats,
                    help="load: batches per concurrency; the median is reported (default 2)")
-    r.add_argument("--questions", type=int, default=defaults.questions, help="quality: how many of the 40 (default 40)")
-    r.add_argument("--pause-s", type=float, default=defaults.pause_s, help="load: seconds between batches (default 0)")
+    r.add_argument("--questions", type=non_negative_int, default=defaults.questions,
+                   help="quality: how many of the 40 (default 40)")
+    r.add_argument("--pause-s", type=non_negative_float, default=defaults.pause_s,
+                   help="load: seconds between batches (default 0)")
     r.set_defaults(run=run)
+    add_check(r, lambda args: _check_run(r, args))
 
     c = actions.add_parser("compare", help="two `bench run --out` reports side by side, with ratios B/A",
                            description="Two runs side by side: each metric, the ratio B/A, and how many of the "
@@ -58,6 +77,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--plot", type=Path, metavar="DIR",
                    help="write compare-throughput.png and compare-latency.png (A against B) here")
     c.set_defaults(run=compare)
+
+
+def _check_run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    if args.short >= args.long:
+        parser.error(f"--short ({args.short}) must be below --long ({args.long}): the decode rate is measured on "
+                     "their difference")
+    if args.out and not args.out.resolve().parent.is_dir():  # found before the run, not after its minutes
+        parser.error(f"--out {args.out}: no folder {args.out.resolve().parent}")
+    if args.questions > len(bench.questions()):
+        parser.error(f"--questions {args.questions}: there are {len(bench.questions())}")
 
 
 def _concurrency(text: str) -> tuple[int, ...]:
@@ -119,7 +148,7 @@ def show_report(report: dict[str, Any]) -> None:
     table.add_row("quality", f"{quality['correct']}/{quality['total']} correct")
     if report.get("usd_per_mtok") is not None:
         table.add_row("$ per million output tokens",
-                      f"{report['usd_per_mtok']:.3f} at ${report['price_per_hour_usd']}/h")
+                      f"{report['usd_per_mtok']:.3f} at ${report['running_usd_per_hour']}/h")
     console.print(table)
     show_latency(report)
     show_server_check(report)

@@ -10,17 +10,35 @@ from dataclasses import asdict
 from rich.table import Table
 
 from .. import clouds
-from .output import EXIT_OK, EXIT_USAGE, console, fail, print_json
+from .output import EXIT_OK, EXIT_USAGE, add_stack, busy, console, fail, print_json
 from .plan import add_config_options
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("cost", help="$/h while serving, $/month stopped and after destroy (catalog prices)",
                        description=__doc__)
-    p.add_argument("stack", help="gce-t4 or sagemaker-t4")
+    add_stack(p)
     add_config_options(p)
     p.add_argument("--json", action="store_true", help="print the estimate as one JSON document")
     p.set_defaults(run=run)
+
+
+README_STACKS = ("gce-t4", "sagemaker-t4")
+
+
+def readme_table(stacks: tuple[str, ...] = README_STACKS) -> str:
+    """The README's cost table, from the same estimate `gemma4-t4 cost` prints (tests/test_docs.py
+    holds the README equal to it): `python -c 'from gemma4_t4.cli.cost import readme_table as t; print(t())'`."""
+    estimates = [clouds.estimate(stack) for stack in stacks]
+    lines = ["| at catalog list prices, default region | " + " | ".join(f"`{e.stack}`" for e in estimates) + " |",
+             "|---|" + "---|" * len(estimates),
+             "| serving, per hour | " + " | ".join(_usd(e.running_usd_per_hour, "h") for e in estimates) + " |",
+             "| stopped (`gemma4-t4 stop`), per month | " + " | ".join(
+                 _usd(e.stopped_usd_per_month, "month") if e.stoppable else "cannot stop, only delete"
+                 for e in estimates) + " |",
+             "| after `pulumi destroy`, per month | " + " | ".join(
+                 _usd(e.after_destroy_usd_per_month, "month") for e in estimates) + " |"]
+    return "\n".join(lines)
 
 
 def _usd(value: float | None, unit: str) -> str:
@@ -29,7 +47,8 @@ def _usd(value: float | None, unit: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        result = clouds.estimate(args.stack, args.config, args.project_dir)
+        with busy(f"running stack {args.stack}'s program offline"):
+            result = clouds.estimate(args.stack, args.config, args.project_dir)
     except FileNotFoundError as err:
         return fail("cost", str(err), EXIT_USAGE)
     if args.json:
@@ -45,6 +64,9 @@ def run(args: argparse.Namespace) -> int:
     for disk in result.disks:
         console.print(f"  {disk.name}: {disk.type} {disk.size_gb} GB, {_usd(disk.usd_per_month, 'month')}",
                       markup=False)
+    if None in (result.running_usd_per_hour, result.after_destroy_usd_per_month, result.stopped_usd_per_month) \
+            or any(d.usd_per_month is None for d in result.disks):
+        console.print("-: the catalog has no list price here: unknown, not free (the disks still bill)", markup=False)
     for note in result.notes:
         console.print(note, markup=False)
     return EXIT_OK

@@ -10,7 +10,7 @@ from pathlib import Path
 from turing_clamp import fit as clamp_fit
 
 from ..core import fit
-from .output import EXIT_FAILED, EXIT_OK, console, print_json
+from .output import EXIT_FAILED, EXIT_OK, busy, console, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    reports = fit.run(args.strict, args.project_dir)
+    with busy("compiling the clamp's kernels for sm_75"):
+        reports = fit.run(args.strict, args.project_dir)
     if args.json:
         print_json(reports)
     else:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from . import target_options
-from .output import EXIT_OK, console
+from .output import EXIT_OK, console, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -14,7 +14,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__)
     target_options.add(p)
     p.add_argument("--follow", action="store_true", help="keep printing new lines until Ctrl-C")
-    p.add_argument("--lines", type=int, default=200, help="how many recent lines (default 200)")
+    p.add_argument("--lines", type=positive_int, default=200, help="how many recent lines (default 200)")
     p.set_defaults(run=run)
 
 

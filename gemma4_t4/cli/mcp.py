@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .output import EXIT_OK
+from .output import EXIT_OK, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--transport", choices=("stdio", "streamable-http"), default="stdio",
                    help="stdio (default: the client starts the server) or streamable-http on 127.0.0.1")
-    p.add_argument("--port", type=int, default=8765, help="the HTTP port on 127.0.0.1 (default 8765)")
+    p.add_argument("--port", type=positive_int, default=8765, help="the HTTP port on 127.0.0.1 (default 8765)")
     p.add_argument("--project-dir", type=Path, help="the gemma4-t4 Pulumi project: for plan, cost, preflight, fit, "
                                                     "and where `pulumi stack output` runs (default: the working "
                                                     "directory)")

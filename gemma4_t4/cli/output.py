@@ -3,9 +3,10 @@ otherwise), progress and errors on stderr; bars and spinners on a terminal, plai
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,9 +20,29 @@ console = Console(highlight=False, soft_wrap=True, emoji=False)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
+# The version of every --json document's vocabulary (docs/json.md): bumped when a key changes meaning
+# or goes; new keys do not bump it.
+SCHEMA_VERSION = 1
+
+
 def print_json(document: Any) -> None:
-    """The --json result: one document on stdout, nothing else there."""
+    """The --json result: one document on stdout, nothing else there, with its schema_version
+    (a list, fit's reports, is wrapped as {"reports": [...]})."""
+    if not isinstance(document, dict):
+        document = {"reports": document}
+    document = {"schema_version": SCHEMA_VERSION, **document}
     sys.stdout.write(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n")
+
+
+@contextmanager
+def busy(label: str) -> Iterator[None]:
+    """A spinner on stderr while something takes a while (the offline plan, a cloud's API, the
+    compiler), on a terminal only: a pipe or a log gets nothing."""
+    if not err_console.is_terminal:
+        yield
+        return
+    with err_console.status(label):
+        yield
 
 
 def fail(command: str, message: str, code: int = EXIT_FAILED) -> int:
@@ -80,3 +101,53 @@ def ticker(label: str) -> Iterator[Ticker]:
                TextColumn("{task.fields[status]}"))
     with Progress(*columns, console=err_console, transient=True) as progress:
         yield Ticker(progress, label)
+
+
+# --- arguments every command checks the same way, before any network call ------------------------
+
+
+def _number(kind: type, low: float, inclusive: bool, words: str):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a{'n integer' if kind is int else ' number'}") from None
+        if value < low or (value == low and not inclusive):
+            raise argparse.ArgumentTypeError(f"{text} must be {words}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+positive_float = _number(float, 0, False, "above 0")
+non_negative_float = _number(float, 0, True, "0 or more")
+positive_int = _number(int, 1, True, "1 or more")
+non_negative_int = _number(int, 0, True, "0 or more")
+
+
+def add_check(parser: argparse.ArgumentParser, check: Callable[[argparse.Namespace], None]) -> None:
+    """One more usage rule for PARSER, after those it has (run before the command does anything)."""
+    before = parser.get_default("check_usage")
+
+    def both(args: argparse.Namespace) -> None:
+        if before is not None:
+            before(args)
+        check(args)
+
+    parser.set_defaults(check_usage=both)
+
+
+def add_stack(parser: argparse.ArgumentParser, help_text: str = "gce-t4 or sagemaker-t4") -> None:
+    """The stack, as `plan gce-t4` (positional, as it always was) or `plan -s gce-t4` (as Pulumi)."""
+    parser.add_argument("stack_positional", nargs="?", metavar="STACK", help=help_text)
+    parser.add_argument("-s", "--stack", help="the same, as Pulumi's commands take it")
+
+    def check(args: argparse.Namespace) -> None:
+        if args.stack and args.stack_positional and args.stack != args.stack_positional:
+            parser.error(f"two stacks: {args.stack_positional} and --stack {args.stack}; say one")
+        args.stack = args.stack or args.stack_positional
+        if not args.stack:
+            parser.error("which stack? e.g. gce-t4 or -s gce-t4")
+
+    add_check(parser, check)

@@ -15,13 +15,13 @@ from rich.text import Text
 from .. import clouds
 from ..core import plan as offline
 from ..errors import ConfigError
-from .output import EXIT_OK, EXIT_USAGE, console, fail, print_json
+from .output import EXIT_OK, EXIT_USAGE, add_stack, busy, console, fail, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plan", help="run a stack's Pulumi program offline, under mocks: resources, outputs, cost",
                        description=__doc__)
-    p.add_argument("stack", help="gce-t4 or sagemaker-t4 (a Pulumi.STACK.yaml in the project)")
+    add_stack(p, "gce-t4 or sagemaker-t4 (a Pulumi.STACK.yaml in the project)")
     add_config_options(p)
     p.add_argument("--json", action="store_true", help="print the plan as one JSON document")
     p.add_argument("--user-data", metavar="PATH", type=Path, help="also write the rendered cloud-config here (GCE)")
@@ -37,7 +37,8 @@ def add_config_options(p: argparse.ArgumentParser) -> None:
 
 def load(args: argparse.Namespace) -> tuple[dict[str, Any], offline.Plan]:
     """The stack's config, as `pulumi up` would see it, and its offline plan. FileNotFoundError: no such stack."""
-    return clouds.plan_stack(args.stack, args.config, args.project_dir)
+    with busy(f"running stack {args.stack}'s program offline"):
+        return clouds.plan_stack(args.stack, args.config, args.project_dir)
 
 
 def run(args: argparse.Namespace) -> int:

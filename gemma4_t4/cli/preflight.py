@@ -14,14 +14,14 @@ from rich.text import Text
 from .. import clouds
 from ..core import capacity
 from ..core import plan as offline
-from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, console, fail, print_json
+from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_stack, busy, console, fail, print_json
 from .plan import add_config_options, load
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("preflight", help="quotas and GPU offerings the stack needs, live, with the fix for each",
                        description=__doc__)
-    p.add_argument("stack", help="gce-t4 or sagemaker-t4")
+    add_stack(p)
     p.add_argument("--project", help="GCP project (default: gcp:project from the stack file)")
     p.add_argument("--all-regions", action="store_true",
                    help="every region: T4 quota, what is in use, (GCE) zones that sell a T4; names the first that "
@@ -45,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
     place = clouds.Place(args.project, args.regions or ())
     if args.all_regions:
         return _all_regions(args, config, result, place)
-    checks = clouds.preflight(args.stack, config, result, place)
+    with busy("asking the cloud"):
+        checks = clouds.preflight(args.stack, config, result, place)
     if args.json:
         print_json({"stack": args.stack, "ok": all(c.ok for c in checks), "checks": [asdict(c) for c in checks]})
     else:
@@ -64,7 +65,8 @@ def _all_regions(args: argparse.Namespace, config: dict, result: offline.Plan, p
         return fail("preflight", f"--regions is for SageMaker: on {cloud.name} three calls cover every region",
                     EXIT_USAGE)
     needs = clouds.needs(result, config)
-    report = clouds.regions(args.stack, config, result, place)
+    with busy("asking every region"):
+        report = clouds.regions(args.stack, config, result, place)
     if args.json:
         print_json({"stack": args.stack, **asdict(report)})
     else:
@@ -82,7 +84,9 @@ def _show(report: capacity.RegionsReport, current: str) -> None:
     console.print(table)
     for note in report.notes:
         console.print(f"note: {note}", markup=False)
-    if report.first is None:
+    if report.first is None and all(row.limit is None for row in report.rows):
+        console.print("no region could be asked: each row says why (fix that, then ask again)", markup=False)
+    elif report.first is None:
         console.print("no region would work: request the quota shown above (the stack's region is listed first)",
                       markup=False)
     elif not report.config_lines:

@@ -11,7 +11,7 @@ from dataclasses import asdict
 from ..core import ops
 from ..core.targets import SageMakerTarget, TargetError
 from . import target_options
-from .output import EXIT_OK, console, err_console, print_json
+from .output import EXIT_OK, console, err_console, non_negative_float, positive_int, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,8 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None,
                    help="print the answer as it is generated (default: on for a SageMaker endpoint, whose plain "
                         "invocations must answer within 60 s; off for a URL or a GCE stack)")
-    p.add_argument("--max-tokens", type=int, default=256, help="the most tokens to generate (default 256)")
-    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0: greedy)")
+    p.add_argument("--max-tokens", type=positive_int, default=256, help="the most tokens to generate (default 256)")
+    p.add_argument("--temperature", type=non_negative_float, default=0.0,
+                   help="sampling temperature (default 0: greedy)")
     p.add_argument("--json", action="store_true", help="print the reply (text, usage, finish reason) as JSON")
     p.set_defaults(run=run)
 

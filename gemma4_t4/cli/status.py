@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(asdict(result))
     else:
         verdict = Text("serving", "bold green") if result.serving else Text("NOT serving", "bold red")
-        console.print(Text.assemble(Text(result.target), ": ", verdict))
+        console.print(Text.assemble(Text(result.target), ": ", verdict, f" ({result.reason})" if result.reason else ""))
         table = Table(show_header=False, show_edge=False, box=None, padding=(0, 2))
         for key, value in result.details.items():
             table.add_row(Text(key), Text(str(value)))

@@ -15,7 +15,17 @@ from rich.table import Table
 
 from .. import clouds
 from ..core import lifecycle
-from .output import EXIT_OK, EXIT_USAGE, console, fail, print_json, ticker
+from .output import (
+    EXIT_OK,
+    EXIT_USAGE,
+    add_check,
+    console,
+    fail,
+    non_negative_float,
+    positive_float,
+    print_json,
+    ticker,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -28,17 +38,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 def add_vm_options(p: argparse.ArgumentParser) -> None:
     where = p.add_argument_group("the VM (exactly one of --stack, --instance)")
     choice = where.add_mutually_exclusive_group(required=True)
-    choice.add_argument("--stack", help="a deployed GCE stack, e.g. gce-t4 (reads `pulumi stack output`)")
+    choice.add_argument("-s", "--stack", help="a deployed GCE stack, e.g. gce-t4 (reads `pulumi stack output`)")
     choice.add_argument("--instance", help="the VM's name (with --zone and --project)")
     where.add_argument("--zone", help="the VM's zone (only with --instance)")
     where.add_argument("--project", help="the VM's GCP project (only with --instance)")
     # A local Compute Engine stand-in for the tests; not for users.
     where.add_argument("--compute-endpoint", help=argparse.SUPPRESS)
-    p.add_argument("--timeout", type=float, default=600, metavar="SECONDS",
+    p.add_argument("--timeout", type=non_negative_float, default=600, metavar="SECONDS",
                    help="give up waiting after this long (default 600)")
-    p.add_argument("--interval", type=float, default=5, metavar="SECONDS", help="between two polls (default 5)")
+    p.add_argument("--interval", type=positive_float, default=5, metavar="SECONDS",
+                   help="between two polls (default 5)")
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON document")
-    p.set_defaults(check_usage=lambda args: _check(p, args))
+    add_check(p, lambda args: _check(p, args))
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -9,19 +9,22 @@ from contextlib import contextmanager
 
 from .. import clouds
 from ..core.targets import Target
+from .output import add_check, busy
 
 
 def add(parser: argparse.ArgumentParser) -> None:
     where = parser.add_argument_group("target (exactly one of --url, --stack, --endpoint)")
     choice = where.add_mutually_exclusive_group(required=True)
-    choice.add_argument("--url", help="any OpenAI-compatible server, e.g. http://127.0.0.1:8000")
-    choice.add_argument("--stack", help="a deployed stack, e.g. gce-t4 (reads `pulumi stack output`; a GCE stack's "
-                                        "IAP tunnel is opened on the stack's port and closed afterwards)")
+    choice.add_argument("--url", help="any OpenAI-compatible server, e.g. http://127.0.0.1:8000 (a trailing /v1, "
+                                      "as the OpenAI SDK takes it, is fine)")
+    choice.add_argument("-s", "--stack",
+                        help="a deployed stack, e.g. gce-t4 (reads `pulumi stack output`; a GCE stack's "
+                                        "IAP tunnel is opened on a free local port and closed afterwards)")
     choice.add_argument("--endpoint", help="a SageMaker endpoint name (with --region)")
     where.add_argument("--region", help="the SageMaker endpoint's AWS region (only with --endpoint)")
     # A local SageMaker stand-in for the tests; not for users.
     where.add_argument("--endpoint-url", help=argparse.SUPPRESS)
-    parser.set_defaults(check_usage=lambda args: _check(parser, args))
+    add_check(parser, lambda args: _check(parser, args))
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -37,8 +40,9 @@ def add_model(parser: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def opened(args: argparse.Namespace) -> Iterator[Target]:
-    target = clouds.resolve_target(url=args.url, stack=args.stack, endpoint=args.endpoint, region=args.region,
-                                endpoint_url=args.endpoint_url)
+    with busy("reading the stack and opening its tunnel" if args.stack else "connecting"):
+        target = clouds.resolve_target(url=args.url, stack=args.stack, endpoint=args.endpoint, region=args.region,
+                                       endpoint_url=args.endpoint_url)
     try:
         yield target
     finally:

@@ -9,17 +9,18 @@ from dataclasses import asdict
 
 from ..core import ops
 from . import target_options
-from .output import EXIT_FAILED, EXIT_OK, console, err_console, print_json, ticker
+from .output import EXIT_FAILED, EXIT_OK, console, err_console, non_negative_float, positive_float, print_json, ticker
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("wait", help="poll /health until healthy, with elapsed time and VRAM", description=__doc__)
     target_options.add(p)
-    p.add_argument("--timeout", type=float, default=1800, metavar="SECONDS",
+    p.add_argument("--timeout", type=non_negative_float, default=1800, metavar="SECONDS",
                    help="give up after this long (default 1800: a VM's first boot is ~13 min of measured parts plus "
                         "the driver's DKMS build, its reboot and the model download; a cold service start alone "
                         "~8 min; see docs/gce-guest.md)")
-    p.add_argument("--interval", type=float, default=15, metavar="SECONDS", help="between two polls (default 15)")
+    p.add_argument("--interval", type=positive_float, default=15, metavar="SECONDS",
+                   help="between two polls (default 15)")
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON document")
     p.set_defaults(run=run)
 

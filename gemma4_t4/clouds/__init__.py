@@ -87,7 +87,7 @@ def resolve_target(url: str | None = None, stack: str | None = None, endpoint: s
                    region: str | None = None, endpoint_url: str | None = None,
                    project_dir: Path | None = None) -> Target:
     """--url, --endpoint with --region, or --stack (read from `pulumi stack output`, run in
-    ``project_dir`` or here; a GCE stack's tunnel is opened, on the stack's own port)."""
+    ``project_dir`` or here; a GCE stack's own IAP tunnel is opened, on a free local port)."""
     if sum(1 for where in (url, stack, endpoint) if where) > 1:
         raise TargetError("say where once: one of --url, --stack or --endpoint, not several")
     if region and not endpoint:

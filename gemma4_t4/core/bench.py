@@ -1,4 +1,4 @@
-"""The seeds' benchmark, so figures compare with their tables, plus the latencies serving engineers
+"""The reference T4 benchmark, so figures compare with their tables, plus the latencies serving engineers
 read. Every request is streamed and timed from the moment it is sent.
 
 - decode: (LONG - SHORT) / (median wall of a LONG-token answer - median wall of a SHORT-token
@@ -37,9 +37,9 @@ from ..catalog import vllm as vllm_metrics
 from . import metrics
 from .targets import Target, TargetError
 
-# Bumped whenever a field of the report changes meaning (README: "The benchmark's JSON").
+# Bumped whenever a field of the report changes meaning (docs/benchmark.md: "The benchmark's JSON").
 # 2: every request streamed; latency percentiles, requests/s and the /metrics cross-check.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # on_step(phase, done, total): "decode", "load c=4", "quality"; done counts requests of that phase.
 StepCallback = Callable[[str, int, int], None]
 # The bench's mean TTFT against the server's histogram: within 10 %, or 5 ms, whichever is larger.
@@ -69,7 +69,7 @@ class BenchPlan:
     pause_s: float = 0.0
 
 
-# --- the report (README: "The benchmark's JSON"; times in seconds) ---------------------------------
+# --- the report (docs/benchmark.md: "The benchmark's JSON"; times in seconds) ---------------------------------
 
 
 class Percentiles(TypedDict):
@@ -155,7 +155,7 @@ class Report(TypedDict):
     decode: Decode
     load: dict[str, Load]  # by concurrency, as a string
     quality: Quality
-    price_per_hour_usd: float | None
+    running_usd_per_hour: float | None
     usd_per_mtok: float | None
     server: ServerCheck | None  # the whole run against /metrics; None where the server has none
 
@@ -373,7 +373,7 @@ class Bench:
         top = load[str(max(self.plan.concurrency))]["tok_s"]
         return Report(schema_version=SCHEMA_VERSION, target=self.target.label, model=self.model,
                       plan=asdict(self.plan), started=started, decode=decode, load=load, quality=quality,
-                      price_per_hour_usd=price_per_hour,
+                      running_usd_per_hour=price_per_hour,
                       usd_per_mtok=None if price_per_hour is None else price_per_hour / (top * 3600) * 1e6,
                       server=self._check(run_start, self._timings))
 

@@ -23,6 +23,7 @@ from typing import Any
 
 from .. import catalog
 from ..errors import PROJECT
+from .failures import cloud_message
 from .preflight import EndpointQuota, Needs, PreflightError, endpoint_quota_name
 
 SAGEMAKER_REGIONS_AT_ONCE = 8  # GCE needs three calls for every region; SageMaker a few per region
@@ -144,7 +145,7 @@ def fetch_gce_regions(project: str, accelerator: str, **client_kwargs: Any) -> t
     except auth_exc.DefaultCredentialsError:
         raise PreflightError("no Google credentials: gcloud auth application-default login") from None
     except gexc.GoogleAPICallError as err:
-        raise PreflightError(f"Compute Engine API: {err.message}") from None
+        raise PreflightError(cloud_message(err) or f"Compute Engine API: {err.message}") from None
     return regions, type(project_msg).to_dict(project_msg), zone_offers(aggregated, accelerator)
 
 
@@ -218,7 +219,7 @@ def fetch_sagemaker_regions(instance_type: str, stack: str, regions: list[str],
         try:
             quota, in_use, own, untyped = fetch_sagemaker(region, instance_type, stack, profile)
         except PreflightError as err:
-            if "no AWS credentials" in str(err):
+            if "no AWS credentials" in str(err) or "have expired" in str(err):  # the account's, not the region's
                 raise
             reason = str(err).removeprefix("AWS: ")
             if "security token" in reason or "UnrecognizedClient" in reason:

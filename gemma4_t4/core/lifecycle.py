@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from .. import catalog
 from ..catalog.gce import GCE_BILLED_WHILE_STOPPED
+from .failures import cloud_message
 from .targets import TargetError
 
 # Instance.status values (compute v1): TERMINATED is what a stopped VM reports.
@@ -107,7 +108,7 @@ class Compute:
         except auth_exc.DefaultCredentialsError:
             raise TargetError("no Google credentials: gcloud auth application-default login") from None
         except gexc.GoogleAPICallError as err:
-            raise TargetError(f"Compute Engine API: {err.message}") from None
+            raise TargetError(cloud_message(err) or f"Compute Engine API: {err.message}") from None
 
 
 def _last(url: str) -> str:

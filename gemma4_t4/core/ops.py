@@ -51,13 +51,14 @@ class Status:
     serving: bool
     details: dict[str, Any] = field(default_factory=dict)
     models: list[dict[str, Any]] = field(default_factory=list)
+    reason: str = ""  # why not serving: refused, no answer in time, the HTTP status, the endpoint's state
 
 
 def status(target: Target) -> Status:
     details = target.describe()
-    serving = target.health()
+    serving, reason = target.probe()
     models = [{"id": m["id"], "max_model_len": m.get("max_model_len")} for m in target.models()] if serving else []
-    return Status(target.label, serving, details, models)
+    return Status(target.label, serving, details, models, reason)
 
 
 # --- wait -----------------------------------------------------------------------------------------
@@ -70,6 +71,7 @@ class WaitResult:
     elapsed_s: float
     reason: str = ""  # why not: "timeout" or "died"
     recent_log: list[str] = field(default_factory=list)
+    last_probe: str = ""  # what the last health check said: refused, no answer, the HTTP status
 
 
 def wait(target: Target, timeout_s: float = 1800, interval_s: float = 15,
@@ -81,25 +83,27 @@ def wait(target: Target, timeout_s: float = 1800, interval_s: float = 15,
     start = time.monotonic()
     while True:
         elapsed = time.monotonic() - start
-        if target.health():
+        healthy, why = target.probe()
+        if healthy:
             return WaitResult(target.label, True, elapsed)
         if alive is not None and not alive():
-            return WaitResult(target.label, False, elapsed, "died", _recent_log(target))
+            return WaitResult(target.label, False, elapsed, "died", _recent_log(target), why)
         info = target.describe()
         if info.get("endpoint_status") == "Failed":
             return WaitResult(target.label, False, elapsed, f"endpoint Failed: {info.get('failure_reason')}",
-                              _recent_log(target))
-        if elapsed > timeout_s:
-            return WaitResult(target.label, False, elapsed, "timeout", _recent_log(target))
+                              _recent_log(target), why)
+        if elapsed >= timeout_s:
+            return WaitResult(target.label, False, elapsed, "timeout", _recent_log(target), why)
         if on_tick is not None:
-            on_tick(elapsed, info)
-        time.sleep(interval_s)
+            on_tick(elapsed, {**info, "last": why} if why else info)
+        time.sleep(min(interval_s, max(timeout_s - elapsed, 0.0)) or interval_s)
 
 
 def wait_failure(result: WaitResult, timeout_s: float) -> str:
     """What went wrong, as the operator reads it: why, the last log lines, where to look next."""
     why = {"timeout": f"not healthy after {timeout_s:.0f}s", "died": "the server died during startup"}
-    lines = [f"{why.get(result.reason, result.reason)}: {result.target}"]
+    lines = [f"{why.get(result.reason, result.reason)}: {result.target}"
+             + (f" (last check: {result.last_probe})" if result.last_probe else "")]
     if result.recent_log:
         lines.append("last log lines:\n" + "\n".join(result.recent_log))
     lines.append("no traceback? the kernel may have killed it: `sudo dmesg -T | grep -i oom` on the VM")

@@ -172,8 +172,9 @@ class Plan:
             "stack": self.stack,
             "resources": [r.as_json() for r in self.resources],
             "outputs": self.outputs,
-            "cost_per_hour_usd": self.outputs.get("cost_per_hour_usd"),
-            "cost_per_hour_usd_range": cost_range(self),
+            # The stack output cost_per_hour_usd, named as every --json document names it (docs/json.md).
+            "running_usd_per_hour": self.outputs.get("cost_per_hour_usd"),
+            "running_usd_per_hour_range": cost_range(self),
         }
 
 
@@ -269,6 +270,11 @@ def run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
         asyncio.set_event_loop(loop)
         try:
             return _run_program(stack, config, plan, invokes or {}, program or _stack_program)
+        except KeyboardInterrupt:
+            # Ctrl-C: the program's tasks end with it; asyncio would print each one's traceback
+            # ("Task exception was never retrieved") when it is collected. The caller says it once.
+            loop.set_exception_handler(lambda _loop, _context: None)
+            raise
         finally:
             asyncio.set_event_loop(None)
             loop.close()
@@ -419,6 +425,8 @@ def cost_range(plan: Plan) -> list[float] | None:
 def cost_line(plan: Plan) -> str | None:
     span = cost_range(plan)
     if span is None:
+        if "cost_per_hour_usd" in plan.outputs:  # the stack says it, and the catalog has no price: unknown, not $0
+            return "estimated cost while running: unknown (the catalog has no list price for this region)"
         return None
     low, high = span
     shown = f"${low:.4f}/h" if low == high else f"${low:.4f}/h to ${high:.4f}/h, fewest to most instances"

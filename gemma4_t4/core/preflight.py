@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import CODEBUILD_BUILD_QUOTAS, CODEBUILD_SERVICE_CODE, SAGEMAKER_STACK_TAG
+from .failures import cloud_message
 from .targets import TargetError, aws_session
 
 
@@ -213,7 +214,7 @@ def fetch_gce(project: str, region: str, accelerator: str) -> tuple[dict, dict, 
     except auth_exc.DefaultCredentialsError:
         raise PreflightError("no Google credentials: gcloud auth application-default login") from None
     except gexc.GoogleAPICallError as err:
-        raise PreflightError(f"Compute Engine API: {err.message}") from None
+        raise PreflightError(cloud_message(err) or f"Compute Engine API: {err.message}") from None
     return (type(region_msg).to_dict(region_msg), type(project_msg).to_dict(project_msg), offering)
 
 
@@ -228,7 +229,7 @@ def fetch_sagemaker(region: str, instance_type: str, stack: str,
     try:
         return sagemaker_usage(session, instance_type, stack)
     except (BotoCoreError, ClientError) as err:
-        raise PreflightError(f"AWS: {err}") from None
+        raise PreflightError(cloud_message(err) or f"AWS: {err}") from None
 
 
 def sagemaker_usage(session: Any, instance_type: str, stack: str
@@ -245,7 +246,7 @@ def fetch_codebuild_quota(region: str, compute_type: str, profile: str | None = 
     try:
         return fetch_codebuild(session, compute_type)
     except (BotoCoreError, ClientError) as err:
-        raise PreflightError(f"AWS: {err}") from None
+        raise PreflightError(cloud_message(err) or f"AWS: {err}") from None
 
 
 def fetch_codebuild(session: Any, compute_type: str) -> EndpointQuota | None:

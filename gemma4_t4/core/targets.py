@@ -37,6 +37,7 @@ class Target(Protocol):
     label: str
 
     def health(self) -> bool: ...
+    def probe(self) -> tuple[bool, str]: ...
     def models(self) -> list[dict[str, Any]]: ...
     def chat(self, body: dict[str, Any]) -> dict[str, Any]: ...
     def chat_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]: ...
@@ -76,7 +77,8 @@ class HttpTarget:
     _client: httpx.Client | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        self.base_url = self.base_url.rstrip("/")
+        # The OpenAI SDK's form (http://host:8000/v1) names the same server: the paths below add /v1.
+        self.base_url = self.base_url.rstrip("/").removesuffix("/v1")
         self.label = self.label or self.base_url
 
     @property
@@ -104,11 +106,22 @@ class HttpTarget:
         except httpx.HTTPError as err:
             raise self._error(path, err) from None
 
-    def health(self) -> bool:
+    def probe(self) -> tuple[bool, str]:
+        """(healthy, why not): refused, no answer in time, or the HTTP status /health gave."""
         try:
-            return self._request("GET", "/health", timeout_s=5).status_code == 200
-        except TargetError:
-            return False
+            response = self.client.get("/health", timeout=5)
+        except httpx.TimeoutException:
+            return False, "no answer from /health within 5s"
+        except httpx.ConnectError as err:
+            return False, f"cannot connect to {self.base_url} ({err})"
+        except httpx.HTTPError as err:
+            return False, f"{type(err).__name__}: {err}"
+        if response.status_code == 200:
+            return True, ""
+        return False, f"/health answered HTTP {response.status_code}"
+
+    def health(self) -> bool:
+        return self.probe()[0]
 
     def models(self) -> list[dict[str, Any]]:
         return self._request("GET", "/v1/models", timeout_s=10).json()["data"]
@@ -154,12 +167,20 @@ class HttpTarget:
 # --- GCE: the VM's loopback server through an IAP SSH tunnel -------------------------------------
 
 
+def free_local_port() -> int:
+    """A port nothing listens on now, chosen by the kernel."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 @dataclass
 class GceTarget(HttpTarget):
     instance: str = ""
     zone: str = ""
     project: str = ""
-    port: int = 8000
+    port: int = 8000  # the VM's own port (vLLM on its loopback)
+    local_port: int = 0  # this machine's end of the tunnel: a free port, chosen when it opens
     _tunnel: subprocess.Popen | None = field(default=None, repr=False)
 
     def _gcloud_ssh(self, *remote: str, extra: tuple[str, ...] = ()) -> list[str]:
@@ -170,19 +191,25 @@ class GceTarget(HttpTarget):
                 "--tunnel-through-iap", *extra, *(("--command", " ".join(remote)) if remote else ())]
 
     def open_tunnel(self, wait_s: float = 30) -> None:
-        """Forward local port -> the VM's 127.0.0.1:port, unless something already answers there."""
-        if self.health():
-            return
-        forward = f"{self.port}:127.0.0.1:{self.port}"
-        self._tunnel = subprocess.Popen(self._gcloud_ssh(extra=("--", "-N", "-L", forward)),
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        """Forward a free local port to the VM's 127.0.0.1:port through this target's own IAP
+        tunnel. Never reuse whatever already listens on a port: another local vLLM, or another
+        stack's tunnel, would answer as if it were this stack's VM."""
+        self.local_port = free_local_port()
+        self.base_url = f"http://127.0.0.1:{self.local_port}"
+        forward = f"{self.local_port}:127.0.0.1:{self.port}"
+        # ExitOnForwardFailure: if the port was taken meanwhile, ssh exits instead of running on
+        # without the forward (and the check below would reach the other listener).
+        self._tunnel = subprocess.Popen(
+            self._gcloud_ssh(extra=("--", "-N", "-o", "ExitOnForwardFailure=yes", "-L", forward)),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             if self._tunnel.poll() is not None:
                 error = self._tunnel.stderr.read().decode()[-500:] if self._tunnel.stderr else ""
+                self._tunnel = None
                 raise TargetError(f"the IAP tunnel to {self.instance} closed: {error.strip()}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                with socket.create_connection(("127.0.0.1", self.local_port), timeout=1):
                     return
             except OSError:
                 time.sleep(0.5)
@@ -287,6 +314,10 @@ class SageMakerTarget:
                                "ask for fewer --max-tokens")
         if isinstance(err, ConnectionClosedError | ResponseStreamingError):
             return TargetError(f"{self.endpoint}: the connection broke midway ({err}): ask again")
+        from .failures import cloud_message  # the one wording of credential and network failures
+
+        if (message := cloud_message(err)) is not None:
+            return TargetError(message)
         if isinstance(err, EndpointConnectionError):
             return TargetError(f"cannot reach SageMaker in {self.region}: {err}")
         if not isinstance(err, ClientError):
@@ -353,8 +384,12 @@ class SageMakerTarget:
                                 AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
         return int(attributes["ApproximateNumberOfMessages"])
 
+    def probe(self) -> tuple[bool, str]:
+        status = self.describe()["endpoint_status"]
+        return status == "InService", "" if status == "InService" else f"the endpoint is {status}"
+
     def health(self) -> bool:
-        return self.describe()["endpoint_status"] == "InService"
+        return self.probe()[0]
 
     def models(self) -> list[dict[str, Any]]:
         """The served model as the endpoint's Model defines it (there is no /v1/models behind SageMaker)."""

@@ -28,10 +28,9 @@ from typing_extensions import TypedDict
 
 from .. import __version__, catalog, clouds
 from ..core import bench as core_bench
-from ..core import charts, fit, lifecycle, ops, preflight
+from ..core import charts, failures, fit, lifecycle, ops, preflight
 from ..core import cost as cost_core
 from ..core.targets import Target, TargetError
-from ..errors import ConfigError
 
 T = TypeVar("T")
 
@@ -69,7 +68,8 @@ Overrides = Annotated[list[str], Field(description="config overrides as `pulumi 
                                                    "e.g. gemma4-t4:maxModelLen=8192 (labels.team=ml: --path)")]
 Url = Annotated[str | None, Field(description="any OpenAI-compatible server, e.g. http://127.0.0.1:8000")]
 StackName = Annotated[str | None, Field(description="a deployed stack, e.g. gce-t4 (reads `pulumi stack output`; "
-                                                    "a GCE stack's IAP tunnel is opened and closed)")]
+                                                    "a GCE stack's own IAP tunnel is opened on a free local port, "
+                                                    "and closed)")]
 Endpoint = Annotated[str | None, Field(description="a SageMaker endpoint name (with region)")]
 Region = Annotated[str | None, Field(description="the SageMaker endpoint's AWS region (only with endpoint)")]
 Model = Annotated[str | None, Field(description="the model id to send (default: the one model the server serves)")]
@@ -104,10 +104,11 @@ async def _in_thread(fn: Callable[[], T]) -> T:
     """Run core code in a worker thread; its failures become tool errors with the CLI's messages."""
     try:
         return await anyio.to_thread.run_sync(fn)
-    except ConfigError as err:
-        raise ToolError(f"refused: {err}") from None
-    except (TargetError, FileNotFoundError) as err:
-        raise ToolError(str(err)) from None
+    except Exception as err:  # the CLI's one boundary (core.failures): the same lines
+        failure = failures.explain(err)
+        if failure.bug:
+            logging.getLogger(__name__).exception("tool failed")  # the server's stderr: the client's log
+        raise ToolError(failure.message) from None
 
 
 def _progress(ctx: Context, total: float | None = None) -> Callable[[float, str], None]:
@@ -204,7 +205,7 @@ class Server:
         async def wait(ctx: Context, url: Url = None, stack: StackName = None, endpoint: Endpoint = None,
                        region: Region = None, timeout_s: Seconds = 1800, interval_s: Seconds = 15) -> ops.WaitResult:
             """Poll /health until healthy, reporting elapsed time and VRAM as progress; an error with the
-            last log lines if the server dies or the time runs out (a cold first start takes ~8 min)."""
+            last log lines if the server dies or the time runs out (a new GCE VM's first boot takes ~20 min)."""
             report = _progress(ctx, timeout_s)
 
             def tick(elapsed: float, info: dict[str, Any]) -> None:
@@ -266,7 +267,7 @@ class Server:
                         plot_dir: Annotated[str | None, Field(description="write throughput.png and latency.png "
                                                                           "here")] = None,
                         ) -> core_bench.Report:
-            """The seeds' benchmark of one server (decode tok/s, load at each concurrency, 40 seeded
+            """The reference T4 benchmark of one server (decode tok/s, load at each concurrency, 40 seeded
             questions, $/Mtok) with TTFT/ITL/E2E/TPOT p50/p90/p99 per concurrency from streamed responses,
             checked against the server's own /metrics. Puts real load on the server; progress per request."""
             if short >= long:

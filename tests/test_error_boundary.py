@@ -1,0 +1,264 @@
+"""One error boundary: every command meets the failures users meet (no credentials, expired
+credentials, no network, a bad path, Ctrl-C) with one line and the documented exit code, never a
+traceback. Each failure is raised where the real client raises it: google-auth's credentials
+loader and refresh, botocore's API call, httpx's connection, the file system."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import free_port
+
+from gemma4_t4 import cli, clouds
+from gemma4_t4.cli import output
+from gemma4_t4.core import failures, fit, lifecycle
+
+pytestmark = pytest.mark.cli
+
+GCE_COMMANDS = [("preflight", "gce-t4", "--project", "p"), ("preflight", "gce-t4", "--project", "p", "--all-regions"),
+                ("stop", "--instance", "vm", "--zone", "us-west2-b", "--project", "p", "--timeout", "0"),
+                ("start", "--instance", "vm", "--zone", "us-west2-b", "--project", "p", "--timeout", "0")]
+AWS_WHERE = ("--endpoint", "gemma4-t4-endpoint", "--region", "us-east-1")
+AWS_COMMANDS = [("status", *AWS_WHERE), ("wait", *AWS_WHERE, "--timeout", "0"), ("query", "hi", *AWS_WHERE),
+                ("logs", *AWS_WHERE), ("bench", "run", *AWS_WHERE, "--questions", "1"),
+                ("preflight", "sagemaker-t4"), ("preflight", "sagemaker-t4", "--all-regions", "--regions", "us-east-1")]
+
+
+def gemma4_t4(capsys, *args: str, one_line: bool = True) -> tuple[int, str]:
+    code = cli.main(list(args))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err and (len(err.strip().splitlines()) == 1 or not one_line), err
+    return code, err if one_line else out + err
+
+
+# --- Google: the loader finds nothing, the refresh is refused, the network is down ---------------------
+
+
+def _credentials(error: Exception):
+    from google.auth import credentials
+
+    class Expired(credentials.Credentials):
+        def refresh(self, request):
+            raise error
+
+    return Expired()
+
+
+def _google_failure(kind: str, monkeypatch):
+    import google.auth
+    from google.auth import exceptions
+
+    if kind == "none":
+        # google.auth.default's own error when it finds no credentials (google/auth/_default.py).
+        def default(*args, **kwargs):
+            raise exceptions.DefaultCredentialsError(
+                "Your default credentials were not found. To set up Application Default Credentials, see "
+                "https://cloud.google.com/docs/authentication/external/set-up-adc for more information.")
+    elif kind == "valid":  # credentials that work: the failure is the API's answer
+        def default(*args, **kwargs):
+            from google.auth.credentials import AnonymousCredentials
+
+            return AnonymousCredentials(), "p"
+    else:
+        error = (exceptions.RefreshError(  # google/oauth2/reauth.py, when the session needs a new login
+            "Reauthentication is needed. Please run `gcloud auth application-default login` to reauthenticate.")
+            if kind == "expired" else
+            # google/auth/transport/requests.py wraps the connection failure of a token refresh.
+            exceptions.TransportError("HTTPSConnectionPool(host='oauth2.googleapis.com', port=443): Max retries "
+                                      "exceeded with url: /token"))
+
+        def default(*args, **kwargs):
+            return _credentials(error), "p"
+    monkeypatch.setattr(google.auth, "default", default)
+
+
+@pytest.mark.parametrize("kind,fragment,fix", [
+    ("none", "no Google credentials", "gcloud auth application-default login"),
+    ("expired", "have expired", "gcloud auth application-default login"),
+    ("offline", "cannot reach Google's servers", "check the network")])
+@pytest.mark.parametrize("args", GCE_COMMANDS, ids=" ".join)
+def test_google_failures_are_one_line(args, kind, fragment, fix, monkeypatch, capsys):
+    _google_failure(kind, monkeypatch)
+    code, err = gemma4_t4(capsys, *args)
+    assert code == output.EXIT_FAILED and fragment in err and fix in err
+
+
+# --- AWS: no credentials, no network, an expired session token ----------------------------------------
+
+
+@pytest.fixture
+def aws(monkeypatch, tmp_path):
+    for key in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+    def fail_with(error: Exception | None):
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+        from botocore.client import BaseClient
+
+        def call(self, operation, params):
+            raise error
+
+        monkeypatch.setattr(BaseClient, "_make_api_call", call)
+
+    return fail_with
+
+
+def _aws_error(kind: str) -> Exception:
+    from botocore.exceptions import ClientError, EndpointConnectionError
+
+    if kind == "offline":  # botocore/endpoint.py, when the connection cannot be made
+        return EndpointConnectionError(endpoint_url="https://api.sagemaker.us-east-1.amazonaws.com/")
+    # AWS's answer to an expired session token (STS-issued credentials), as botocore parses it.
+    return ClientError({"Error": {"Code": "ExpiredTokenException",
+                                  "Message": "The security token included in the request is expired"},
+                        "ResponseMetadata": {"HTTPStatusCode": 400}}, "DescribeEndpoint")
+
+
+@pytest.mark.parametrize("kind,fragment,fix", [("none", "no AWS credentials", "aws "),
+                                               ("offline", "cannot reach", "check the network"),
+                                               ("expired", "expired", "aws sso login")])
+@pytest.mark.parametrize("args", AWS_COMMANDS, ids=" ".join)
+def test_aws_failures_are_one_line(args, kind, fragment, fix, aws, capsys):
+    if kind != "none":
+        aws(_aws_error(kind))
+    if "--regions" in args and kind == "offline":  # each region's row says why it could not be asked
+        code, out = gemma4_t4(capsys, *args, "--json", one_line=False)
+        err = json.loads(out)["rows"][0]["detail"]
+    else:
+        code, err = gemma4_t4(capsys, *args)
+    assert code == output.EXIT_FAILED and fragment in err and fix in err
+
+
+# --- no server, a bad path, Ctrl-C ------------------------------------------------------------------------
+
+URL_COMMANDS = [("status",), ("wait", "--timeout", "0"), ("query", "hi"), ("logs",), ("bench", "run", "--questions", "1")]
+
+
+@pytest.mark.parametrize("args", URL_COMMANDS, ids=" ".join)
+def test_no_server_is_one_line(args, capsys):
+    # status answers "NOT serving" with its reason on stdout; wait adds where to look next.
+    code, _ = gemma4_t4(capsys, *args, "--url", f"http://127.0.0.1:{free_port()}",
+                          one_line=args[0] not in ("status", "wait"))
+    assert code == output.EXIT_FAILED
+
+
+@pytest.mark.parametrize("args", [("plan", "gce-t4", "--user-data", "/nonexistent/folder/user-data.yaml"),
+                                  ("plan", "gce-t4", "--project-dir", "/nonexistent"),
+                                  ("cost", "gce-t4", "--project-dir", "/nonexistent"),
+                                  ("preflight", "gce-t4", "--project-dir", "/nonexistent"),
+                                  ("bench", "compare", "/nonexistent/a.json", "/nonexistent/b.json")], ids=" ".join)
+def test_a_bad_path_is_one_line(args, capsys):
+    code, err = gemma4_t4(capsys, *args)
+    assert code == output.EXIT_USAGE and "/nonexistent" in err
+
+
+def _interrupt(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("args", [("plan", "gce-t4"), ("cost", "gce-t4"), ("preflight", "gce-t4"), ("fit",),
+                                  ("status", "--url", "http://127.0.0.1:1"), ("wait", "-s", "gce-t4"),
+                                  ("query", "hi", "-s", "gce-t4"), ("logs", "-s", "gce-t4"),
+                                  ("bench", "run", "-s", "gce-t4"), ("stop", "-s", "gce-t4"),
+                                  ("start", "--instance", "vm", "--zone", "z", "--project", "p"), ("mcp",)],
+                         ids=" ".join)
+def test_ctrl_c_anywhere_is_one_line_and_130(args, monkeypatch, capsys):
+    from gemma4_t4.mcp import server
+
+    for owner, name in ((clouds, "plan_stack"), (clouds, "resolve_target"), (clouds, "vm_from_stack"),
+                        (lifecycle, "Compute"), (fit, "run"), (server, "serve")):
+        monkeypatch.setattr(owner, name, _interrupt)
+    code, err = gemma4_t4(capsys, *args)
+    assert code == output.EXIT_INTERRUPTED and err.strip() == "interrupted"
+
+
+def test_a_bug_is_one_line_and_its_traceback_only_with_debug(monkeypatch, capsys):
+    def bug(*args, **kwargs):
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(clouds, "resolve_target", bug)
+    code, err = gemma4_t4(capsys, "status", "--url", "http://127.0.0.1:1")
+    assert code == output.EXIT_FAILED and "--debug" in err
+    assert cli.main(["status", "--url", "http://127.0.0.1:1", "--debug"]) == output.EXIT_FAILED
+    assert "Traceback" in capsys.readouterr().err
+    monkeypatch.setenv(failures.DEBUG_ENV, "1")
+    cli.main(["status", "--url", "http://127.0.0.1:1"])
+    assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("error", ["refresh", "no-aws", "path"])
+def test_mcp_tools_pass_failures_through_the_same_boundary(error):
+    import anyio
+    from botocore.exceptions import NoCredentialsError
+    from google.auth.exceptions import RefreshError
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from gemma4_t4.mcp import server
+
+    raised = {"refresh": RefreshError("Reauthentication is needed. Please run `gcloud auth application-default "
+                                      "login` to reauthenticate."),
+              "no-aws": NoCredentialsError(), "path": FileNotFoundError(2, "No such file", "/nonexistent/a.json")}
+
+    def fail():
+        raise raised[error]
+
+    with pytest.raises(ToolError) as caught:
+        anyio.run(server._in_thread, fail)
+    assert str(caught.value) == failures.explain(raised[error]).message
+
+
+INTERRUPTED_PLAN = """
+import sys
+from gemma4_t4 import cli
+from gemma4_t4.core import plan
+
+def program():
+    raise KeyboardInterrupt  # Ctrl-C while Pulumi's runtime runs the stack program
+
+plan._stack_program = program
+sys.exit(cli.main(["plan", "gce-t4"]))
+"""
+
+
+def test_ctrl_c_inside_pulumis_runtime_leaves_no_task_tracebacks():
+    """The interrupt reaches the command once ("interrupted", 130), and the program's tasks,
+    collected at exit, print nothing (asyncio's "Task exception was never retrieved", each with
+    a traceback)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    result = subprocess.run([sys.executable, "-c", INTERRUPTED_PLAN], cwd=REPO, capture_output=True, text=True)
+    assert result.returncode == output.EXIT_INTERRUPTED and result.stderr.strip() == "interrupted", result.stderr
+
+
+# Google's 403 for an API the project has not enabled (reason SERVICE_DISABLED), as Compute Engine's
+# REST API words it for a new project; google-api-core raises it as Forbidden.
+SERVICE_DISABLED = ("Compute Engine API has not been used in project 123456789012 before or it is disabled. Enable "
+                    "it by visiting https://console.developers.google.com/apis/api/compute.googleapis.com/overview?"
+                    "project=123456789012 then retry. If you enabled this API recently, wait a few minutes for the "
+                    "action to propagate to our systems and retry.")
+
+
+@pytest.mark.parametrize("args", GCE_COMMANDS, ids=" ".join)
+def test_an_api_the_project_has_off_is_named_with_its_enable_line(args, monkeypatch, capsys):
+    from google.api_core import exceptions
+    from google.cloud import compute_v1
+
+    def forbidden(*args, **kwargs):
+        raise exceptions.Forbidden(SERVICE_DISABLED)
+
+    for client in (compute_v1.RegionsClient, compute_v1.ProjectsClient, compute_v1.InstancesClient):
+        for method in ("get", "list", "stop", "start"):
+            if hasattr(client, method):
+                monkeypatch.setattr(client, method, forbidden)
+    _google_failure("valid", monkeypatch)
+    code, err = gemma4_t4(capsys, *args)
+    assert code == output.EXIT_FAILED
+    assert "gcloud services enable compute.googleapis.com --project 123456789012" in err
