@@ -130,7 +130,7 @@ def image_costs(plan: Plan) -> list[CostItem]:
     minutes = math.ceil(catalog.SAGEMAKER_BUILD_SECONDS / 60)
     minute = prices["codebuild:general1.medium-minute"]
     items = [CostItem("image build (CodeBuild)", round(minutes * minute.usd_per_hour, 2), "build",
-                      f"{minutes} min (seed 002's phase times) x ${minute.usd_per_hour}/min: {minute.source}")]
+                      f"{minutes} min (a measured build's phases) x ${minute.usd_per_hour}/min: {minute.source}")]
     variables = {v["name"]: v["value"] for v in
                  plan.one(CODEBUILD_PROJECT).inputs["environment"]["environmentVariables"]}
     base = catalog.ECR_IMAGE.fullmatch(variables.get("BASE_IMAGE", ""))
@@ -144,7 +144,7 @@ def image_costs(plan: Plan) -> list[CostItem]:
     storage = prices["ecr:gb-month"]
     gb = catalog.SAGEMAKER_IMAGE_BYTES / 1e9
     items.append(CostItem("image in ECR while the stack is up", round(gb * storage.usd_per_hour, 2), "month",
-                          f"{gb:.2f} GB (seed 002) x ${storage.usd_per_hour}/GB-month: {storage.source}"))
+                          f"{gb:.2f} GB (the pushed image) x ${storage.usd_per_hour}/GB-month: {storage.source}"))
     return items
 
 
