@@ -123,7 +123,7 @@ def find_disk(name: str, zone: str, project: str, invoke: pulumi.InvokeOptions) 
         # that answers {} would make every stack look new.
         raise ConfigError("retainDataDisk", f"{answers.GET_DISK} answered without a disk id for {name} in {zone}",
                           f"answer a missing disk as the provider does, with the error "
-                          f"'{answers.disk_not_found('PROJECT', zone, name)}' (a Pulumi mock: raise it from call())")
+                          f"'{answers.disk_not_found('PROJECT', zone, name)}' ({answers.MOCK_FAILURE})")
     return {"id": found.id, "size": found.size, "type": found.type, "users": list(found.users or []),
             "labels": dict(found.labels or {})}
 

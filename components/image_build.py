@@ -104,7 +104,7 @@ def kept_repository_exists(name: str, invoke: pulumi.InvokeOptions) -> bool:
     if not found.repository_url:
         raise ConfigError("keepImages", f"{answers.GET_REPOSITORY} answered without a repository for {name}",
                           f"answer a missing repository as the provider does, with the error "
-                          f"'{answers.repository_not_found(name)}' (a Pulumi mock: raise it from call())")
+                          f"'{answers.repository_not_found(name)}' ({answers.MOCK_FAILURE})")
     return True
 
 

@@ -65,6 +65,8 @@ def disk_forbidden(project: str, zone: str, name: str) -> str:
 # mock that raises instead crashes the program. So the provider's message is matched at the end of the text,
 # or before that one suffix.
 _END = r"(?: \(\w*\))?$"
+MOCK_FAILURE = 'a Pulumi mock: return ({}, [("", that text)]) from call()'
+
 
 
 def is_disk_not_found(error_text: str, zone: str, name: str) -> bool:
