@@ -440,7 +440,8 @@ def _check_gce_labels(labels: dict[str, str]) -> None:
     user_max = catalog.GCE_MAX_LABELS - len(GCE_OWN_LABELS)
     if len(labels) > user_max:
         raise ConfigError("labels", f"{len(labels)} labels, and GCE allows {catalog.GCE_MAX_LABELS} per resource "
-                          f"including {' and '.join(GCE_OWN_LABELS.values())}", (Unset("labels.NAME"), f" (keep {user_max})"))
+                          f"including {' and '.join(GCE_OWN_LABELS.values())}",
+                          (Unset("labels.NAME"), f" (keep {user_max})"))
     for name, value in labels.items():
         fix = Set(f"labels.{_gce_label(name, key=True)}", _gce_label(value) or "VALUE")
         if name in GCE_OWN_LABELS:
