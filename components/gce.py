@@ -119,7 +119,11 @@ def _disk_answer(found: Any, name: str, zone: str) -> dict[str, Any]:
                           f"answer a missing disk as the provider does, with the error "
                           f"'{answers.disk_not_found('PROJECT', zone, name)}' ({answers.MOCK_FAILURE})")
     labels = dict(found.labels or {})
-    return {"id": found.id, "project": found.id.split("/")[1], "size": found.size, "type": found.type,
+    # The provider's id is projects/P/zones/Z/disks/NAME (answers.disk_id): P is the project even when the
+    # provider's default project chose it.
+    parts = found.id.split("/")
+    return {"id": found.id, "project": parts[1] if parts[0] == "projects" and len(parts) > 1 else "PROJECT",
+            "size": found.size, "type": found.type,
             "users": list(found.users or []), "labels": labels, "mine": labels.get("app") == APP_LABEL,
             "never_attached": answers.disk_never_attached(list(found.users or []), found.last_attach_timestamp),
             # What the last `up` saved as the disk's retainOnDelete (RETAIN_LABEL); unlabelled: before the label,
