@@ -40,8 +40,9 @@ UNKNOWN_MODEL_STAGING_RAM_GIB = 16.0
 # Every resource carries app=gemma4-t4; a retained disk is adopted only with that label.
 APP_LABEL = "gemma4-t4"
 # The data disk's retainDataDisk as its last `up` saved it ("true"/"false"): a changed flag changes this input,
-# so the engine writes the label and the state's retainOnDelete in the same step, and a lookup can tell what
-# the state says (see disk_in_another_zone).
+# so one step writes the label and the state's retainOnDelete (the step's new state takes the goal's flag:
+# pulumi/pulumi pkg/resource/deploy/step_generator.go), and a lookup can tell what the state says (see
+# disk_in_another_zone).
 RETAIN_LABEL = "gemma4-t4-retain-data-disk"
 # GCE resource names: a lowercase letter, then lowercase letters, digits and dashes, at most 63.
 GCE_NAME_MAX = 63
