@@ -48,6 +48,22 @@ def disk_not_found(project: str, zone: str, name: str) -> str:
     return f"{disk_id(project, zone, name)} not found"
 
 
+# What a found disk says about its past, for "is this the stack's data?" (a disk no VM ever attached holds none):
+# the data source's schema is google_compute_disk's (data_source_google_compute_disk.go:30 at e03b7622,
+# DatasourceSchemaFromResourceSchema), so getDisk answers `users` (the instances attached now, as v1 self
+# links: flattenComputeDiskUsers, resource_compute_disk.go:1949) and `lastAttachTimestamp` /
+# `lastDetachTimestamp` (resource_compute_disk.go:915-924, read at :2663-2668 through flatteners that pass the
+# API's value on as-is, :1905-1911). The Compute API reference (REST Resource: disks,
+# cloud.google.com/compute/docs/reference/rest/v1/disks) has both timestamps as "[Output Only] Last attach
+# (detach) timestamp in RFC3339 text format": a disk never attached has none, and the provider's string reads
+# "" (pulumi-gcp's GetDiskResult.last_attach_timestamp).
+
+
+def disk_never_attached(users: list[str], last_attach_timestamp: str | None) -> bool:
+    """Whether no VM has ever attached the disk (so it holds nothing a VM wrote)."""
+    return not users and not last_attach_timestamp
+
+
 def disk_forbidden(project: str, zone: str, name: str) -> str:
     # source: resourceComputeDiskRead (resource_compute_disk.go line 1311 at e03b7622) hands any other error
     # to transport.go HandleNotFoundError (lines 279-280): errwrap "Error when reading or editing

@@ -62,6 +62,14 @@ def test_retain_data_disk_false_lets_destroy_delete_it(run_stack):
     assert plan.outputs["billing_after_destroy_usd_per_month"] == 0.0
 
 
+@pytest.mark.parametrize("retain", ["true", "false"])
+def test_the_disk_carries_the_retain_flag_the_state_gets(run_stack, retain):
+    """The label changes with the flag, so one step writes both: a later lookup reads what the state says."""
+    disk = run_stack("gce-t4", f"retainDataDisk={retain}").one(DISK)
+    assert disk.inputs["labels"]["gemma4-t4-retain-data-disk"] == retain
+    assert disk.options["retainOnDelete"] is (retain == "true")
+
+
 def test_only_iap_ssh_is_admitted_and_nothing_opens_the_vllm_port(run_stack):
     plan = run_stack("gce-t4")
     rules = plan.find(FIREWALL)

@@ -431,15 +431,22 @@ def _gce_label(text: str, key: bool = False) -> str:
     return cleaned
 
 
+# The labels the GCE component sets itself: app on every resource, and the data disk's retainDataDisk as its
+# last `up` saved it (components/gce.py RETAIN_LABEL).
+GCE_OWN_LABELS = {"app": "app=gemma4-t4", "gemma4-t4-retain-data-disk": "gemma4-t4-retain-data-disk=true|false"}
+
+
 def _check_gce_labels(labels: dict[str, str]) -> None:
-    user_max = catalog.GCE_MAX_LABELS - 1  # app=gemma4-t4 is always there
+    user_max = catalog.GCE_MAX_LABELS - len(GCE_OWN_LABELS)
     if len(labels) > user_max:
         raise ConfigError("labels", f"{len(labels)} labels, and GCE allows {catalog.GCE_MAX_LABELS} per resource "
-                          "including app=gemma4-t4", (Unset("labels.NAME"), f" (keep {user_max})"))
+                          f"including {' and '.join(GCE_OWN_LABELS.values())}",
+                          (Unset("labels.NAME"), f" (keep {user_max})"))
     for name, value in labels.items():
         fix = Set(f"labels.{_gce_label(name, key=True)}", _gce_label(value) or "VALUE")
-        if name == "app":
-            raise ConfigError("labels", "app is the project's own label (app=gemma4-t4)", "use another label name")
+        if name in GCE_OWN_LABELS:
+            raise ConfigError("labels", f"{name} is the project's own label ({GCE_OWN_LABELS[name]})",
+                              "use another label name")
         if not catalog.GCE_LABEL_KEY.fullmatch(name):
             raise ConfigError(f"labels.{name}", f"label key {name!r} breaks GCE's rule: 1-63 lowercase letters, "
                               "digits, _ or -, starting with a letter", fix)

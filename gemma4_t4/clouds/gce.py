@@ -18,12 +18,15 @@ from .base import Cloud, Place
 
 INSTANCE = "gcp:compute/instance:Instance"
 DISK = "gcp:compute/disk:Disk"
+# A disk attached now was attached at some time: RFC3339 as the Compute API writes its timestamps.
+ATTACHED_AT = "2030-01-01T00:00:00.000-08:00"
 
 
 @dataclass
 class World:
     """What exists in GCE before the program runs, as the provider's invokes read it.
-    disks: name -> {"zone", "sizeGb", "type", "users": [instance self links], "labels"};
+    disks: name -> {"zone", "sizeGb", "type", "users": [instance self links], "labels", "lastAttachTimestamp"}
+    (the last: when a VM last attached it; default: a time if it has users now, else "" for never attached);
     forbidden: the deploying account may not read disks (compute.disks.get)."""
 
     disks: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -45,11 +48,15 @@ class World:
                                                              answers.disk_not_found(project, zone, name)))
         link = f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{disk['zone']}"
         # source: the data source's schema is google_compute_disk's (data_source_google_compute_disk.go:30,
-        # DatasourceSchemaFromResourceSchema): id, name, zone, project, size, type (a self link), users, labels.
+        # DatasourceSchemaFromResourceSchema): id, name, zone, project, size, type (a self link), users, labels,
+        # and the attach timestamps ("" for a disk never attached: see answers.disk_never_attached).
+        users = list(disk.get("users", []))
         return {"id": answers.disk_id(project, disk["zone"], name), "name": name,
                 "zone": disk["zone"], "project": project, "size": float(disk["sizeGb"]),
-                "type": f"{link}/diskTypes/{disk['type']}", "users": list(disk.get("users", [])),
-                "selfLink": f"{link}/disks/{name}", "labels": disk.get("labels", {})}
+                "type": f"{link}/diskTypes/{disk['type']}", "users": users,
+                "selfLink": f"{link}/disks/{name}", "labels": disk.get("labels", {}),
+                "lastAttachTimestamp": disk.get("lastAttachTimestamp", ATTACHED_AT if users else ""),
+                "lastDetachTimestamp": disk.get("lastDetachTimestamp", "")}
 
 
 class Gce(Cloud):
