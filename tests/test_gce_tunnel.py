@@ -85,6 +85,7 @@ def test_the_stacks_own_tunnel_reaches_its_vm_and_not_the_unrelated_server(unrel
         assert result.returncode == 0, result.stderr
         status = json.loads(result.stdout)
         assert status["serving"] is True and status["target"] == "gce:gemma4-t4-gce-t4-vm"
+        assert status["details"]["vram_total_mib"] == 15360  # nvidia-smi over SSH, once the tunnel is up
         assert [m["id"] for m in status["models"]] == ["the-stacks-model"]
     finally:
         vm.shutdown()
@@ -344,3 +345,14 @@ def test_the_guests_history_becomes_phases_with_their_times():
         {"phase": "driver", "detail": "DKMS", "history": "provision@1000 bogus driver@1012 reboot@x"}, now=1100)
     assert (phase, detail) == ("driver", "DKMS")
     assert phases == [Phase("provision", 1000, 12.0), Phase("driver", 1012, 88.0)]
+
+
+def test_status_while_the_vm_boots_says_what_it_sees(vm, fake_pulumi, fake_gcloud):
+    vm.phase("provision")
+    vm.phase("driver", "building the open module with DKMS")
+    result = cli("status", "-s", "gce-t4", "--compute-endpoint", vm.standin.url,
+                 env=vm.env(fake_pulumi, fake_gcloud))
+    assert result.returncode == 1, result.stderr
+    assert "NOT serving (the VM's sshd does not answer yet (IAP 4003: failed to connect to backend)" in result.stdout
+    assert "RUNNING" in result.stdout and "driver (building the open module with DKMS)" in result.stdout
+    assert "Traceback" not in result.stderr

@@ -103,8 +103,10 @@ class BootBoard:
             if phase.phase == "failed":
                 mark = Text("✗", "bold red")
             detail = self.view.detail if current else ""
-            table.add_row(mark, Text(phase.phase, "bold" if current else ""), Text(_duration(phase.seconds)),
-                          Text(detail))
+            # The current phase's clock runs between two polls (the guest's epoch; clocks agree on GCE).
+            seconds = max(phase.seconds, time.time() - phase.started) if current and not isinstance(
+                mark, Text) else phase.seconds
+            table.add_row(mark, Text(phase.phase, "bold" if current else ""), Text(_duration(seconds)), Text(detail))
         elapsed = _duration(time.monotonic() - self._started)
         line = Text.assemble((f"waiting for {self.label} ", "bold"), elapsed, "  ", self._vm_line(), "  ",
                              (self.status, "dim"))

@@ -56,8 +56,8 @@ class Status:
 
 
 def status(target: Target) -> Status:
+    serving, reason = target.probe()  # first: a GCE target's tunnel opens here, and describe() uses it
     details = target.describe()
-    serving, reason = target.probe()
     models = [{"id": m["id"], "max_model_len": m.get("max_model_len")} for m in target.models()] if serving else []
     return Status(target.label, serving, details, models, reason)
 
