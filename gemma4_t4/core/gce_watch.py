@@ -67,6 +67,7 @@ class VmWatch:
         self._make_compute = compute
         self._compute: Compute | None = None
         self._unreadable = ""
+        self._last: tuple[float, BootView] | None = None
 
     def _client(self) -> Compute | None:
         if self._compute is None and not self._unreadable:
@@ -76,7 +77,15 @@ class VmWatch:
                 self._unreadable = f"the VM's status and boot phases are not shown: {err}"
         return self._compute
 
-    def look(self) -> BootView:
+    def look(self, max_age_s: float = 2.0) -> BootView:
+        """The VM now, or as seen less than MAX_AGE_S ago (one poll asks once, not per caller)."""
+        if self._last is not None and time.monotonic() - self._last[0] < max_age_s:
+            return self._last[1]
+        view = self._look()
+        self._last = (time.monotonic(), view)
+        return view
+
+    def _look(self) -> BootView:
         compute = self._client()
         if compute is None:
             return BootView(note=self._unreadable)

@@ -245,6 +245,7 @@ class IapTunnel:
     process: subprocess.Popen | None = field(default=None, repr=False)
     _stderr: Any = field(default=None, repr=False)
     _started_at: float = 0.0
+    _open: bool = False  # this process's listener has answered
     _next_try_at: float = 0.0
     _backoff_s: float = BACKOFF_FIRST_S
     _failing_since: dict[str, float] = field(default_factory=dict, repr=False)
@@ -276,7 +277,7 @@ class IapTunnel:
         self._stderr.seek(0)
         sign = read_tunnel_failure(self._stderr.read().decode(errors="replace"))
         self._stderr.close()
-        self.process, self._stderr = None, None
+        self.process, self._stderr, self._open = None, None, False
         self._next_try_at = time.monotonic() + self._backoff_s
         self._backoff_s = min(self._backoff_s * 2, BACKOFF_MAX_S)
         return sign
@@ -294,8 +295,8 @@ class IapTunnel:
     def ensure(self, wait_s: float = 30) -> bool:
         """Open (or reopen) the tunnel if it is down and its backoff has passed, waiting up to
         WAIT_S for it; True when it answers. ``seen`` says what was seen when it does not."""
-        if self.process is not None and self.process.poll() is None and self._port_answers():
-            return True
+        if self.process is not None and self.process.poll() is None and (self._open or self._port_answers()):
+            return True  # once open, a live ssh keeps its listener (ExitOnForwardFailure): no probe needed
         if self.process is not None and self.process.poll() is not None:
             self._note(self._ended())
         if self.process is None:
@@ -309,6 +310,7 @@ class IapTunnel:
                 self._note(self._ended())
                 return False
             if self._port_answers():
+                self._open = True
                 self.opens += 1
                 self._backoff_s, self.seen = BACKOFF_FIRST_S, ""
                 self._failing_since.clear()
@@ -327,7 +329,7 @@ class IapTunnel:
     def _stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             end_process_group(self.process)
-        self.process = None
+        self.process, self._open = None, False
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
@@ -449,7 +451,7 @@ class GceTarget(HttpTarget):
 
     def boot_view(self) -> Any:
         """gce_watch.BootView: the VM's status and the guest's phases; None without a watch."""
-        return self.watch.look() if self.watch is not None else None
+        return self.watch.look(max_age_s=0) if self.watch is not None else None
 
     def describe(self) -> dict[str, Any]:
         info: dict[str, Any] = {}
