@@ -23,6 +23,8 @@ What it answers, and where the real gcloud says so:
 - GCLOUD_STANDIN_NO_KEY=1: no SSH key yet. Without --quiet gcloud says so and ssh-keygen asks for a
   passphrase (the published first-run transcripts: "WARNING: You do not have an SSH key for gcloud."
   ... "Enter passphrase (empty for no passphrase):"), reading stdin; with --quiet it asks nothing.
+- `--command "sudo journalctl ..."` with GCLOUD_STANDIN_JOURNAL=FILE (JSON lines {"t": epoch, "m": text}):
+  the service's journal as journalctl prints it (-n, --since @EPOCH, -f; journalctl(1)).
 - GCLOUD_STANDIN_LOG=FILE: one line per run (what it did), for the tests to follow.
 """
 
@@ -149,14 +151,54 @@ def forward(argv: list[str]) -> int:
     return 255
 
 
+def journal_entries() -> list[dict]:
+    with open(os.environ["GCLOUD_STANDIN_JOURNAL"]) as entries:
+        return [json.loads(line) for line in entries if line.strip()]
+
+
+def journal(words: list[str]) -> int:
+    """journalctl(1) on the VM: -n N (the last N entries), --since @EPOCH (entries from then on), -f
+    (and then each new one), in the short output format (MMM DD HH:MM:SS HOST IDENT[PID]: MESSAGE).
+    A follow ends as the session does when the VM reboots."""
+    def show(entry: dict) -> None:
+        stamp = time.strftime("%b %d %H:%M:%S", time.localtime(entry["t"]))
+        print(f"{stamp} gemma4-t4-vm vllm[1234]: {entry['m']}", flush=True)
+
+    entries = journal_entries()
+    if "--since" in words:
+        since = int(words[words.index("--since") + 1].lstrip("@"))
+        shown = [entry for entry in entries if entry["t"] >= since]
+    else:
+        shown = entries[-int(words[words.index("-n") + 1]):]
+    for entry in shown:
+        show(entry)
+    if "-f" not in words:
+        return 0
+    boot, seen = vm_state()["boot"], len(entries)
+    log("journal following")
+    while (now := vm_state())["sshd"] and now["boot"] == boot:
+        entries = journal_entries()
+        for entry in entries[seen:]:
+            show(entry)
+        seen = len(entries)
+        time.sleep(0.1)
+    log("closed by remote host")
+    sys.stderr.write(CLOSED)
+    return 255
+
+
 def main(argv: list[str]) -> int:
     if os.environ.get("GCLOUD_STANDIN_LOGGED_OUT"):
         sys.stderr.write(NO_ACCOUNT)
         return 1
     if "--command" in argv:
         if not vm_state()["sshd"]:
+            log(f"refused {IAP_4003}")
             sys.stderr.write(IAP_TRANSCRIPT.format(code=IAP_4003))
             return 255
+        command = argv[argv.index("--command") + 1]
+        if command.startswith("sudo journalctl"):
+            return journal(command.split())
         print("1234, 15360")
         return 0
     return forward(argv)

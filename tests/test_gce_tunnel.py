@@ -356,3 +356,44 @@ def test_status_while_the_vm_boots_says_what_it_sees(vm, fake_pulumi, fake_gclou
     assert "NOT serving (the VM's sshd does not answer yet (IAP 4003: failed to connect to backend)" in result.stdout
     assert "RUNNING" in result.stdout and "driver (building the open module with DKMS)" in result.stdout
     assert "Traceback" not in result.stderr
+
+
+def test_logs_follow_reconnects_after_the_reboot_from_where_it_dropped(vm, fake_pulumi, fake_gcloud, tmp_path):
+    journal = tmp_path / "journal.jsonl"
+
+    def say(message: str, at: float) -> None:
+        with journal.open("a") as out:
+            out.write(json.dumps({"t": int(at), "m": message}) + "\n")
+
+    say("first: weights loading", time.time() - 30)
+    vm.set(sshd=True)
+    env = vm.env(fake_pulumi, fake_gcloud, GCLOUD_STANDIN_JOURNAL=str(journal))
+    logs = subprocess.Popen([sys.executable, "-m", "gemma4_t4", "logs", "-s", "gce-t4", "--follow"], cwd=REPO, env=env,
+                            text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out: list[str] = []
+    threading.Thread(target=lambda: out.extend(iter(logs.stdout.readline, "")), daemon=True).start()
+
+    def until(text: str) -> None:
+        deadline = time.monotonic() + 60
+        while not any(text in line for line in out):
+            assert time.monotonic() < deadline and logs.poll() is None, (out, vm.log())
+            time.sleep(0.05)
+
+    try:
+        until("first: weights loading")
+        say("second: before the reboot", time.time() - 1)
+        until("second: before the reboot")
+        vm.set(sshd=False, boot=1)
+        until("-- gemma4-t4: no connection to the VM")
+        say("third: after the reboot", time.time() + 1)
+        vm.until(lambda log: refusals(log) >= 1)
+        vm.set(sshd=True)
+        until("third: after the reboot")
+        logs.send_signal(signal.SIGINT)
+        _, err = logs.communicate(timeout=60)
+    finally:
+        logs.kill()
+    assert logs.returncode == 130, err
+    lines = [line for line in out if "first:" in line or "third:" in line or "-- gemma4-t4" in line]
+    assert "first:" in lines[0] and "third:" in lines[-1], out
+    assert sum("first:" in line for line in out) == 1, "the reconnection starts where it dropped, not at -n"

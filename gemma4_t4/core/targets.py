@@ -470,10 +470,10 @@ class GceTarget(HttpTarget):
 
     def log_lines(self, follow: bool, lines: int = 200) -> Iterator[str]:
         """The service's journal over SSH, once. Following, a connection that does not open or drops
-        (sshd not up yet, a reboot, an IAP blip) is opened again, from the moment it dropped, for as
-        long as it keeps failing less than a minute in a row."""
+        (sshd not up yet, a reboot, an IAP blip) is opened again, with backoff, from the moment it
+        dropped; each new reason is one `-- gemma4-t4: ... --` line, as journalctl marks a boot."""
         since: float | None = None
-        deadline = time.monotonic() + ONE_OFF_TUNNEL_S
+        backoff_s, said = 2.0, ""
         while True:
             window = f"--since @{int(since)}" if since is not None else f"-n {lines}"
             command = f"sudo journalctl -u gemma4-vllm --no-pager {window}" + (" -f" if follow else "")
@@ -493,15 +493,16 @@ class GceTarget(HttpTarget):
                 sign = read_tunnel_failure(errors.read().decode(errors="replace"))
             if process.returncode == 0:
                 return
-            if printed:
-                deadline = time.monotonic() + ONE_OFF_TUNNEL_S
-            if not follow or time.monotonic() >= deadline or sign.grace_s == 0:
+            if not follow or sign.grace_s == 0:
                 raise TargetError(f"reading the journal on {self.instance} failed (exit {process.returncode}): "
                                   f"{sign.seen}")
-            if since is None or printed:
-                since = time.time()
-            yield f"-- gemma4-t4: the connection dropped ({sign.seen}); opening it again --"
-            time.sleep(2)
+            if printed:
+                since, backoff_s, said = time.time(), 2.0, ""
+            if sign.seen != said:
+                said = sign.seen
+                yield f"-- gemma4-t4: no connection to the VM ({sign.seen}); opening it again --"
+            time.sleep(backoff_s)
+            backoff_s = min(backoff_s * 2, BACKOFF_MAX_S)
 
     def close(self) -> None:
         if self._tunnel is not None:
