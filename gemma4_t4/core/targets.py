@@ -250,7 +250,6 @@ class IapTunnel:
     _backoff_s: float = BACKOFF_FIRST_S
     _failing_since: dict[str, float] = field(default_factory=dict, repr=False)
     seen: str = "the IAP tunnel is not open yet"
-    opens: int = 0  # how many times a tunnel opened (the first, then each reopening)
 
     def _port_answers(self) -> bool:
         try:
@@ -311,7 +310,6 @@ class IapTunnel:
                 return False
             if self._port_answers():
                 self._open = True
-                self.opens += 1
                 self._backoff_s, self.seen = BACKOFF_FIRST_S, ""
                 self._failing_since.clear()
                 return True
