@@ -5,6 +5,14 @@ google-cloud-compute is pointed at it with client_options.api_endpoint, so the c
 request building, JSON parsing, error mapping (404 -> NotFound) and operation messages run for
 real. A stop or start returns a RUNNING operation that is DONE on the second poll, and the VM
 passes through STOPPING or STAGING meanwhile, as on GCE.
+
+instances.getGuestAttributes answers as the API reference gives it
+(https://cloud.google.com/compute/docs/reference/rest/v1/instances/getGuestAttributes): a
+compute#guestAttributes with queryPath and queryValue.items [{namespace, key, value}] for the keys
+under the queried namespace, its selfLink the instance's guestAttributes/ (gcloud's own ssh tests
+record that form, googlecloudsdk tests GUEST_ATTRIBUTES_CONTENTS); and 404 while the guest has
+written nothing there (clients keep polling on it: compute-image-tools' WaitForGuestAttributes). Only
+the status of that 404 is relied on; its body is the recorded not-found body of the instance.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import itertools
 import json
 import re
 import threading
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -22,7 +31,8 @@ from conftest import send_json
 RECORDED = json.loads((Path(__file__).parent / "fixtures" / "compute_engine.json").read_text())
 BASE = "https://www.googleapis.com/compute/v1"
 ROUTE = re.compile(r"^/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/"
-                   r"(?P<kind>instances|disks|operations)/(?P<name>[^/?]+)(?:/(?P<verb>start|stop))?")
+                   r"(?P<kind>instances|disks|operations)/(?P<name>[^/?]+)(?:/(?P<verb>start|stop|getGuestAttributes))?"
+                   r"(?:\?(?P<query>.*))?$")
 POLLS_UNTIL_DONE = 2
 
 
@@ -37,6 +47,7 @@ class ComputeStandIn:
         self.operations: dict[str, dict] = {}
         self.calls: list[tuple[str, str]] = []  # (method, "kind/name[/verb]")
         self.stockout = False  # a start fails as when the zone has no T4 free
+        self.guest: dict[str, dict[str, str]] = {}  # instance -> {"NAMESPACE/KEY": value}, as the guest PUT them
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         standin = self
@@ -76,6 +87,22 @@ class ComputeStandIn:
         self.instances[instance["name"]] = instance
         return {"project": self.project, "zone": "us-west2-b", "instance": instance["name"]}
 
+    def set_guest(self, name: str, namespace: str = "gemma4-t4", **keys: str) -> None:
+        """What the guest PUT to its metadata server's guest-attributes/NAMESPACE/KEY (thread-safe)."""
+        with self._lock:
+            attributes = self.guest.setdefault(name, {})
+            attributes.update({f"{namespace}/{key}": value for key, value in keys.items()})
+
+    def _guest_attributes(self, name: str, query: str | None) -> tuple[int, dict]:
+        instance = self.instances[name]
+        path = urllib.parse.parse_qs(query or "").get("queryPath", [""])[0]
+        items = [{"namespace": key.split("/", 1)[0], "key": key.split("/", 1)[1], "value": value}
+                 for key, value in sorted(self.guest.get(name, {}).items()) if key.startswith(path)]
+        if not items:
+            return self._not_found(instance["zone"].rsplit("/", 1)[-1], "instances", name)
+        return 200, {"kind": "compute#guestAttributes", "queryPath": path, "queryValue": {"items": items},
+                     "selfLink": f"{instance['selfLink']}/guestAttributes/{path}"}
+
     def status(self, name: str) -> str:
         return self.instances[name]["status"]
 
@@ -83,7 +110,8 @@ class ComputeStandIn:
         doc = json.dumps(RECORDED["not_found"]).replace("PROJECT", self.project).replace("NAME", name)
         return 404, json.loads(doc.replace("/instances/", f"/{kind}/").replace("us-west2-b", zone))
 
-    def handle(self, method: str, project: str, zone: str, kind: str, name: str, verb: str | None):
+    def handle(self, method: str, project: str, zone: str, kind: str, name: str, verb: str | None,
+               query: str | None = None):
         self.calls.append((method, f"{kind}/{name}" + (f"/{verb}" if verb else "")))
         if project != self.project:
             return self._not_found(zone, kind, name)
@@ -97,6 +125,8 @@ class ComputeStandIn:
             return self._not_found(zone, kind, name)
         if verb is None:
             return 200, copy.deepcopy(instance)
+        if verb == "getGuestAttributes":
+            return self._guest_attributes(name, query)
         return 200, self._begin(instance, verb)
 
     def _begin(self, instance: dict, verb: str) -> dict:

@@ -19,11 +19,13 @@ def add(parser: argparse.ArgumentParser) -> None:
                                       "as the OpenAI SDK takes it, is fine)")
     choice.add_argument("-s", "--stack",
                         help="a deployed stack, e.g. gce-t4 (reads `pulumi stack output`; a GCE stack's "
-                                        "IAP tunnel is opened on a free local port and closed afterwards)")
+                                   "IAP tunnel is opened on a free local port, again if it drops, and closed "
+                                   "afterwards)")
     choice.add_argument("--endpoint", help="a SageMaker endpoint name (with --region)")
     where.add_argument("--region", help="the SageMaker endpoint's AWS region (only with --endpoint)")
-    # A local SageMaker stand-in for the tests; not for users.
+    # Local SageMaker and Compute Engine stand-ins for the tests; not for users.
     where.add_argument("--endpoint-url", help=argparse.SUPPRESS)
+    where.add_argument("--compute-endpoint", help=argparse.SUPPRESS)
     add_check(parser, lambda args: _check(parser, args))
 
 
@@ -40,9 +42,9 @@ def add_model(parser: argparse.ArgumentParser) -> None:
 
 @contextmanager
 def opened(args: argparse.Namespace) -> Iterator[Target]:
-    with busy("reading the stack and opening its tunnel" if args.stack else "connecting"):
+    with busy("reading the stack" if args.stack else "connecting"):
         target = clouds.resolve_target(url=args.url, stack=args.stack, endpoint=args.endpoint, region=args.region,
-                                       endpoint_url=args.endpoint_url)
+                                       endpoint_url=args.endpoint_url, compute_endpoint=args.compute_endpoint)
     try:
         yield target
     finally:

@@ -14,6 +14,7 @@ from ..core import lifecycle
 from ..core import plan as offline
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate, CostItem
+from ..core.gce_watch import VmWatch
 from ..core.ops import stack_outputs
 from ..core.preflight import Check, Needs
 from ..core.targets import GceTarget, HttpTarget, SageMakerTarget, Target, TargetError
@@ -85,9 +86,11 @@ def target_from_outputs(stack: str, outputs: Mapping[str, Any]) -> Target:
 
 def resolve_target(url: str | None = None, stack: str | None = None, endpoint: str | None = None,
                    region: str | None = None, endpoint_url: str | None = None,
-                   project_dir: Path | None = None) -> Target:
+                   project_dir: Path | None = None, compute_endpoint: str | None = None) -> Target:
     """--url, --endpoint with --region, or --stack (read from `pulumi stack output`, run in
-    ``project_dir`` or here; a GCE stack's own IAP tunnel is opened, on a free local port)."""
+    ``project_dir`` or here). A GCE stack's own IAP tunnel opens, on a free local port, when it is
+    first needed, and again whenever it is down; its VM is watched through the Compute API
+    (``compute_endpoint``: a stand-in, for the tests)."""
     if sum(1 for where in (url, stack, endpoint) if where) > 1:
         raise TargetError("say where once: one of --url, --stack or --endpoint, not several")
     if region and not endpoint:
@@ -101,7 +104,8 @@ def resolve_target(url: str | None = None, stack: str | None = None, endpoint: s
     if stack:
         target = target_from_outputs(stack, stack_outputs(stack, cwd=project_dir))
         if isinstance(target, GceTarget):
-            target.open_tunnel()
+            vm = lifecycle.Vm(target.project, target.zone, target.instance)
+            target.watch = VmWatch(vm, lambda: lifecycle.Compute(compute_endpoint))
         return target
     raise TargetError("say where: --url URL, --stack STACK, or --endpoint NAME --region REGION")
 

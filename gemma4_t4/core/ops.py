@@ -6,6 +6,7 @@ callbacks, so any other front end can call the same functions.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -55,8 +56,8 @@ class Status:
 
 
 def status(target: Target) -> Status:
+    serving, reason = target.probe()  # first: a GCE target's tunnel opens here, and describe() uses it
     details = target.describe()
-    serving, reason = target.probe()
     models = [{"id": m["id"], "max_model_len": m.get("max_model_len")} for m in target.models()] if serving else []
     return Status(target.label, serving, details, models, reason)
 
@@ -69,44 +70,93 @@ class WaitResult:
     target: str
     healthy: bool
     elapsed_s: float
-    reason: str = ""  # why not: "timeout" or "died"
+    reason: str = ""  # why not: "timeout", "died", "guest failed", "vm stopped", or the endpoint's failure
     recent_log: list[str] = field(default_factory=list)
-    last_probe: str = ""  # what the last health check said: refused, no answer, the HTTP status
+    last_probe: str = ""  # what the last health check saw: the tunnel, refused, no answer, the HTTP status
+    # A GCE VM's own account, through the Compute API: its status and the guest's first-boot phases.
+    vm_status: str | None = None
+    phase: str | None = None
+    detail: str = ""
+    phases: list[Any] = field(default_factory=list)  # gce_watch.Phase: phase, started (epoch s), seconds
+
+
+# A VM seen stopped this long is not booting: `wait` ends rather than wait for a start nobody began.
+STOPPED_GRACE_S = 60.0
+VM_STOPPED = ("TERMINATED", "STOPPED", "STOPPING", "SUSPENDED", "SUSPENDING")
 
 
 def wait(target: Target, timeout_s: float = 1800, interval_s: float = 15,
          on_tick: Callable[[float, dict[str, Any]], None] | None = None,
-         alive: Callable[[], bool] | None = None) -> WaitResult:
+         alive: Callable[[], bool] | None = None,
+         on_boot: Callable[[Any], None] | None = None) -> WaitResult:
     """Poll until healthy. Each tick reports the elapsed time and what the target says of itself
     (VRAM on GCE: a compiling engine claims memory, a dead one does not; the endpoint status on
-    SageMaker). ``alive`` says whether the server process still exists, where that is known."""
+    SageMaker). ``alive`` says whether the server process still exists, where that is known. A GCE
+    target also reports its VM's status and the guest's boot phases (``on_boot``, each look)."""
     start = time.monotonic()
+    stopped_since: float | None = None
+    look = getattr(target, "boot_view", None)
     while True:
         elapsed = time.monotonic() - start
         healthy, why = target.probe()
+        view = look() if look is not None else None
+        if view is not None and on_boot is not None:
+            on_boot(view)
+        result = functools.partial(_outcome, target, elapsed, why, view)
         if healthy:
-            return WaitResult(target.label, True, elapsed)
+            return result(True, log=False)
         if alive is not None and not alive():
-            return WaitResult(target.label, False, elapsed, "died", _recent_log(target), why)
+            return result(False, "died")
+        if view is not None and view.phase == "failed":
+            return result(False, "guest failed")
+        if view is not None and view.vm_status in VM_STOPPED:
+            stopped_since = stopped_since if stopped_since is not None else time.monotonic()
+            if time.monotonic() - stopped_since >= STOPPED_GRACE_S:
+                return result(False, "vm stopped", log=False)
+        else:
+            stopped_since = None
         info = target.describe()
         if info.get("endpoint_status") == "Failed":
-            return WaitResult(target.label, False, elapsed, f"endpoint Failed: {info.get('failure_reason')}",
-                              _recent_log(target), why)
+            return result(False, f"endpoint Failed: {info.get('failure_reason')}")
         if elapsed >= timeout_s:
-            return WaitResult(target.label, False, elapsed, "timeout", _recent_log(target), why)
+            return result(False, "timeout")
         if on_tick is not None:
             on_tick(elapsed, {**info, "last": why} if why else info)
         time.sleep(min(interval_s, max(timeout_s - elapsed, 0.0)) or interval_s)
 
 
+def _outcome(target: Target, elapsed: float, why: str, view: Any, healthy: bool, reason: str = "",
+             log: bool = True) -> WaitResult:
+    outcome = WaitResult(target.label, healthy, elapsed, reason, _recent_log(target) if log else [], why)
+    if view is not None:
+        outcome.vm_status, outcome.phase, outcome.detail = view.vm_status, view.phase, view.detail
+        outcome.phases = list(view.phases)
+    return outcome
+
+
 def wait_failure(result: WaitResult, timeout_s: float) -> str:
-    """What went wrong, as the operator reads it: why, the last log lines, where to look next."""
-    why = {"timeout": f"not healthy after {timeout_s:.0f}s", "died": "the server died during startup"}
+    """What went wrong, as the operator reads it: why, what was seen last, the last log lines,
+    where to look next. Only what was seen: no guess at a cause."""
+    why = {"timeout": f"not healthy after {timeout_s:.0f}s", "died": "the server died during startup",
+           "guest failed": "the VM's first boot failed", "vm stopped": f"the VM is {result.vm_status}"}
     lines = [f"{why.get(result.reason, result.reason)}: {result.target}"
              + (f" (last check: {result.last_probe})" if result.last_probe else "")]
+    if result.vm_status == "ABSENT":  # gce_watch.VM_ABSENT: the Compute API has no such VM
+        lines.append("there is no VM yet: is `pulumi up` still creating it, or did it fail (no T4 free in the zone?)")
+    elif result.phase:
+        lines.append(f"the guest's phase: {result.phase}" + (f": {result.detail}" if result.detail else ""))
+    elif result.vm_status:
+        lines.append(f"the VM is {result.vm_status}; its guest has published no boot phase yet")
     if result.recent_log:
         lines.append("last log lines:\n" + "\n".join(result.recent_log))
-    lines.append("no traceback? the kernel may have killed it: `sudo dmesg -T | grep -i oom` on the VM")
+    if result.reason == "vm stopped":
+        lines.append("start it (`gemma4-t4 start -s STACK`), then wait again")
+    elif result.reason == "died" and not any("Traceback" in line for line in result.recent_log):
+        # The one case the seed names: a process gone with no traceback in its own log.
+        lines.append("no traceback: the kernel log says whether it was killed (`sudo dmesg -T | grep -i oom`)")
+    elif result.reason in ("timeout", "guest failed") and result.vm_status not in (None, "ABSENT"):
+        lines.append("more: `gemma4-t4 logs -s STACK`, or the boot's console without SSH: "
+                     "`gcloud compute instances get-serial-port-output VM --zone ZONE`")
     return "\n".join(lines)
 
 
