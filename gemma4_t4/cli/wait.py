@@ -23,13 +23,7 @@ from ..core.gce_watch import VM_ABSENT
 from . import target_options
 from .output import EXIT_FAILED, EXIT_OK, console, err_console, non_negative_float, positive_float, print_json
 
-# The default wait covers a whole first boot on GCE, the parts nobody measured included. Measured
-# and sourced parts: 743-823 s (docs/gce-guest.md, "First-boot timings"). Estimated, not measured
-# (no T4 VM here): the open driver module's DKMS build on 2 vCPUs 5-10 min; the reboot 1-2 min; the
-# 12.6 GB of downloads (4.3 GB of CUDA wheels, the 8.3 GB model) 2-11 min at 20-100 MB/s: 486-1350 s.
-# In all 1229-2173 s, ~20-36 min; 45 min leaves a quarter on top of the slow end. A cold service
-# start alone is ~8 min.
-DEFAULT_TIMEOUT_S = 2700
+DEFAULT_TIMEOUT_S = ops.WAIT_TIMEOUT_S
 
 
 def register(sub: argparse._SubParsersAction) -> None:

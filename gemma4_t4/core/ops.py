@@ -85,7 +85,16 @@ STOPPED_GRACE_S = 60.0
 VM_STOPPED = ("TERMINATED", "STOPPED", "STOPPING", "SUSPENDED", "SUSPENDING")
 
 
-def wait(target: Target, timeout_s: float = 1800, interval_s: float = 15,
+# The default wait covers a whole first boot on GCE, the parts nobody measured included. Measured
+# and sourced parts: 743-823 s (docs/gce-guest.md, "First-boot timings"). Estimated, not measured
+# (no T4 VM here): the open driver module's DKMS build on 2 vCPUs 5-10 min; the reboot 1-2 min; the
+# 12.6 GB of downloads (4.3 GB of CUDA wheels, the 8.3 GB model) 2-11 min at 20-100 MB/s: 486-1350 s.
+# In all 1229-2173 s, ~20-36 min; 45 min leaves a quarter on top of the slow end. A cold service
+# start alone is ~8 min.
+WAIT_TIMEOUT_S = 2700
+
+
+def wait(target: Target, timeout_s: float = WAIT_TIMEOUT_S, interval_s: float = 15,
          on_tick: Callable[[float, dict[str, Any]], None] | None = None,
          alive: Callable[[], bool] | None = None,
          on_boot: Callable[[Any], None] | None = None) -> WaitResult:

@@ -131,7 +131,8 @@ class Server:
 
     def _target(self, url: str | None, stack: str | None, endpoint: str | None, region: str | None) -> Target:
         return clouds.resolve_target(url=url, stack=stack, endpoint=endpoint, region=region,
-                                     endpoint_url=self.sagemaker_endpoint_url, project_dir=self.project_dir)
+                                     endpoint_url=self.sagemaker_endpoint_url, project_dir=self.project_dir,
+                                     compute_endpoint=self.compute_endpoint)
 
     def _with_target(self, where: tuple[str | None, ...], use: Callable[[Target], T]) -> Callable[[], T]:
         def call() -> T:
@@ -203,9 +204,11 @@ class Server:
 
         @mcp.tool(annotations=_looks(open_world=True), meta=_meta())
         async def wait(ctx: Context, url: Url = None, stack: StackName = None, endpoint: Endpoint = None,
-                       region: Region = None, timeout_s: Seconds = 1800, interval_s: Seconds = 15) -> ops.WaitResult:
-            """Poll /health until healthy, reporting elapsed time and VRAM as progress; an error with the
-            last log lines if the server dies or the time runs out (a new GCE VM's first boot takes ~20 min)."""
+                       region: Region = None, timeout_s: Seconds = ops.WAIT_TIMEOUT_S,
+                       interval_s: Seconds = 15) -> ops.WaitResult:
+            """Poll /health until healthy, reporting elapsed time, the GCE guest's boot phase and VRAM as
+            progress; an error saying what was seen if the server dies or the time runs out (a new GCE VM's
+            first boot takes ~20-36 min)."""
             report = _progress(ctx, timeout_s)
 
             def tick(elapsed: float, info: dict[str, Any]) -> None:
