@@ -44,7 +44,8 @@ CODEBUILD_IMAGE = "aws/codebuild/amazonlinux2-x86_64-standard:5.0"
 def build_context_files() -> dict[str, Traversable]:
     """Archive path -> file: what the Dockerfile COPYs (the clamp's source and the gate), plus the buildspec."""
     return {**{name: guest.CLAMP_DIR / name for name in ("Dockerfile", "buildspec.yml", "ecr-login.sh",
-                                                        "build-image.sh", "sm75_gate.py")},
+                                                        "build-image.sh", "sm75_gate.py",
+                                                        "hf_token_entrypoint.py")},
             **guest.clamp_source()}
 
 
