@@ -34,7 +34,7 @@ from gemma4_t4.errors import ConfigError, Set
 from .aws_iam import service_role
 from .base import MemoryPlan, ServingArgs, T4ServingComponent, provider_for, refusals, type_token, with_alias
 from .config import SageMakerT4EndpointSettings, ScalingMetric, validate
-from .image_build import TuringImage, image_tag
+from .image_build import TuringImage, image_tag, kept_repository_name, refuse_unkeeping
 from .serving import check_serving
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
@@ -233,6 +233,9 @@ class SageMakerT4Endpoint(T4ServingComponent):
             settings = validate(SageMakerT4EndpointSettings, {**args, "region": region})
             plan = check_serving(settings, settings.gpu)
             ttl = settings.ttl()
+            if not settings.keep_images:  # before anything is registered (the image checks it too)
+                refuse_unkeeping(kept_repository_name(settings.name_prefix or default_prefix(name)), region,
+                                 pulumi.InvokeOptions(provider=provider, parent=opts.parent if opts else None))
         serving = plan.serving
         super().__init__(type_token(SageMakerT4Endpoint), name, None, with_alias(opts, LEGACY_TYPE))
         child = pulumi.ResourceOptions(parent=self)

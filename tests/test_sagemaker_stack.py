@@ -615,3 +615,19 @@ def test_aws_endpoints_keys_are_the_providers_and_reach_the_botocore_client(monk
                                          region_name="us-east-2").client(client)
             assert made.meta.endpoint_url == url, (key, env)
     assert build_environment({"aws:endpoints": '[{"ec2": "http://127.0.0.1:1"}]'}) == {}, "no local step calls EC2"
+
+
+def test_turning_keep_images_off_with_the_kept_repository_there_is_refused_with_the_manual_step(refused_stack,
+                                                                                               run_stack):
+    """keepImages true -> false: the kept repository (retained, never deleted by Pulumi) would stay in the account
+    outside the stack, billing; the same for one an earlier destroy kept."""
+    world = {"sagemaker": SageMakerWorld(repositories={"gemma4-t4/sagemaker-t4"})}
+    error, partial = refused_stack("sagemaker-t4", world=world)
+    assert error.key == "gemma4-t4:keepImages" and "gemma4-t4/sagemaker-t4 is in the account" in error.problem
+    assert "keepImages true" in error.fix
+    assert ("aws ecr delete-repository --repository-name gemma4-t4/sagemaker-t4 --force --region us-east-2"
+            in error.fix)
+    assert partial.resources == []
+    assert run_stack("sagemaker-t4", "keepImages=true", world=world).find(MODEL), "kept on: adopted"
+    # An account that may not describe repositories: keepImages off needs no lookup, so nothing is refused.
+    assert run_stack("sagemaker-t4", world={"sagemaker": SageMakerWorld(denied=True)}).find(MODEL)
