@@ -315,8 +315,10 @@ class SageMakerT4Endpoint(T4ServingComponent):
             tags=tags,
             opts=child,
         )
+        # What every name of this endpoint starts with (autoscaled: before the suffix), for the watch to list.
+        name_start = endpoint_name(prefix, "")[:-ENDPOINT_SUFFIX - 1] if settings.autoscaling else endpoint_name(prefix)
         self._watch_endpoint(name, config, region, aws_environment, fallback_instance_types(settings.instance_type),
-                             endpoint_name(prefix), settings.log_retention_days)
+                             name_start, settings.log_retention_days)
         # Autoscaled, a new configuration makes a new endpoint (see the module's docstring), with a new name.
         physical_name: pulumi.Input[str] = (config.name.apply(functools.partial(endpoint_name, prefix))
                                             if settings.autoscaling else endpoint_name(prefix))

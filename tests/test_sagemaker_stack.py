@@ -245,6 +245,8 @@ def test_an_autoscaled_endpoints_name_and_log_group_follow_its_configuration(run
     pattern = "arn:aws:logs:us-east-2:*:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint-????????"
     assert logs["Resource"] == [pattern, f"{pattern}:*"]
     assert sagemaker.endpoint_name("sagemaker-t4", config + "x") != name
+    watch = plan.one(COMMAND, "gemma4-t4-endpoint-watch").inputs["environment"]["GEMMA4_T4_ENDPOINT_WATCH"]
+    assert name.startswith(json.loads(watch)["name_prefix"]), "the watch lists the endpoint by its name's start"
 
 
 @pytest.mark.parametrize("prefix", ["a" * 80, "team_a.sagemaker", "x--y-"])
