@@ -44,7 +44,8 @@ CODEBUILD_IMAGE = "aws/codebuild/amazonlinux2-x86_64-standard:5.0"
 def build_context_files() -> dict[str, Traversable]:
     """Archive path -> file: what the Dockerfile COPYs (the clamp's source and the gate), plus the buildspec."""
     return {**{name: guest.CLAMP_DIR / name for name in ("Dockerfile", "buildspec.yml", "ecr-login.sh",
-                                                        "build-image.sh", "sm75_gate.py")},
+                                                        "build-image.sh", "sm75_gate.py",
+                                                        "hf_token_entrypoint.py")},
             **guest.clamp_source()}
 
 
@@ -108,6 +109,21 @@ def kept_repository_exists(name: str, invoke: pulumi.InvokeOptions) -> bool:
     return True
 
 
+def refuse_unkeeping(name: str, region: str, invoke: pulumi.InvokeOptions) -> None:
+    """keepImages off while the kept repository NAME is in the account (this stack's, kept until now, or left by
+    an earlier destroy): `up` would make a new repository, and the kept one, which Pulumi never deletes, would
+    stay out of the stack, billing for its images. Refused with the manual step. A lookup the account may not
+    make decides nothing here (keepImages off needs no lookup otherwise)."""
+    try:
+        aws.ecr.get_repository(name=name, opts=invoke)
+    except Exception:
+        return  # absent (the provider's not-found), or not readable
+    raise ConfigError("keepImages", f"is false, but the kept ECR repository {name} is in the account: `pulumi up` "
+                      "would leave it outside the stack, billing for its images, and build into a new one",
+                      ("keep it: ", Set("keepImages", True), ", or delete it with its images first: aws ecr "
+                       f"delete-repository --repository-name {name} --force --region {region}"))
+
+
 class TuringImage(pulumi.ComponentResource):
     """The AWS vLLM SageMaker container with the Turing clamp, built by AWS CodeBuild into a private ECR
     repository (the base image never touches this machine), tagged by a hash of its build context."""
@@ -125,10 +141,13 @@ class TuringImage(pulumi.ComponentResource):
         keep_images = bool(args.get("keep_images", False))
         tags = {"app": APP, **(args.get("tags") or {})}
         invoke = pulumi.InvokeOptions(provider=provider_for("aws", opts), parent=opts.parent if opts else None)
-        kept = kept_repository_name(args.get("name_prefix") or default_prefix(name)) if keep_images else None
+        fixed_name = kept_repository_name(args.get("name_prefix") or default_prefix(name))
+        kept = fixed_name if keep_images else None
         with refusals(TuringImageArgs.__name__):
             base_image, region = check_image_args(args)
             adopt = kept if kept and kept_repository_exists(kept, invoke) else None
+            if not keep_images:
+                refuse_unkeeping(fixed_name, region, invoke)
         super().__init__(type_token(TuringImage), name, None, with_alias(opts, LEGACY_TYPE))
         child = pulumi.ResourceOptions(parent=self)
         # What the component was made to wait for (e.g. an account check): the upload and the build wait too,

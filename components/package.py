@@ -43,6 +43,10 @@ from .image_build import TuringImage
 from .sagemaker import SageMakerT4Endpoint
 
 COMPONENTS: list[type[pulumi.ComponentResource]] = [GceT4Server, SageMakerT4Endpoint, TuringImage]
+# Inputs the schema marks secret (the analyzer cannot see it): every language's SDK then sends them as secrets,
+# and the engine keeps them encrypted in the state. The stack program's secret keys are the same
+# (clouds/stack_config.py SECRET_KEYS; a test holds them equal).
+SECRET_INPUTS = frozenset({"hfToken"})
 # Each component whose inputs have Settings: where the defaults come from.
 SETTINGS: dict[type[pulumi.ComponentResource], type[BaseModel]] = {
     GceT4Server: GceT4ServerSettings, SageMakerT4Endpoint: SageMakerT4EndpointSettings}
@@ -89,6 +93,8 @@ def schema(version: str = __version__) -> dict[str, Any]:
             default = _jsonable(defaults.get(key))
             if isinstance(default, bool | int | float | str) and default != "" and "type" in prop:
                 prop["default"] = default
+            if key in SECRET_INPUTS:
+                prop["secret"] = True
     _clean_descriptions(spec)
     return spec
 

@@ -16,7 +16,9 @@ with its target, deleted. Nothing scales an endpoint in while it is being create
 """
 
 import functools
+import hashlib
 import json
+import re
 import shlex
 import sys
 from datetime import datetime, timedelta
@@ -32,7 +34,7 @@ from gemma4_t4.errors import ConfigError, Set
 from .aws_iam import service_role
 from .base import MemoryPlan, ServingArgs, T4ServingComponent, provider_for, refusals, type_token, with_alias
 from .config import SageMakerT4EndpointSettings, ScalingMetric, validate
-from .image_build import TuringImage, image_tag
+from .image_build import TuringImage, image_tag, kept_repository_name, refuse_unkeeping
 from .serving import check_serving
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
@@ -71,8 +73,8 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     """The AWS profile of the account the resources are made in, for the image build step and the operator
     tools (the `target` output). Default: the profile of the AWS provider in opts, if it names one."""
     execution_role_arn: pulumi.Input[str]
-    """An existing IAM role SageMaker assumes to pull the image and write the endpoint's logs. Default: a new
-    role that may do only that."""
+    """An existing IAM role SageMaker assumes to pull the image, write the endpoint's logs and (with hfToken) read
+    the token's secret. Default: a new role that may do only that."""
     image_build_environment: pulumi.Input[dict[str, str]]
     """Environment of the image build step's AWS client, for provider credentials that do not come from the
     environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_CONFIG_FILE...). Default:
@@ -111,8 +113,12 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     endpoint_ttl: str
     """Cost guard: how long the endpoint may stay up once in service (8h, 90m, 1d12h); EventBridge Scheduler
     then deletes it."""
+    log_retention_days: int
+    """Days CloudWatch keeps the endpoint's logs (/aws/sagemaker/Endpoints/NAME, which destroy deletes): one of
+    CloudWatch's retentions (1, 3, 5, 7, 14, 30, 60, 90, ... 3653)."""
     hf_token: pulumi.Input[str]
-    """Hugging Face token for a gated model, as a secret."""
+    """Hugging Face token for a gated model, as a secret. Kept in a Secrets Manager secret of the stack; the model's
+    environment holds only the secret's ARN, and the image reads the token at start."""
 
 
 def fallback_instance_types(instance_type: str) -> list[str]:
@@ -141,6 +147,29 @@ def provider_region(provider: pulumi.ProviderResource | None, opts: pulumi.Resou
 
 def default_prefix(name: str) -> str:
     return f"{pulumi.get_stack()}-{name}"
+
+
+ENDPOINT_SUFFIX = 8  # hex digits of the configuration's name, autoscaled
+
+
+def endpoint_name(prefix: str, config_name: str | None = None) -> str:
+    """The endpoint's name, chosen here rather than auto-named at create, so that its log group exists before
+    CreateEndpoint: PREFIX-endpoint; with autoscaling, where each configuration gets a new endpoint, a suffix from
+    the configuration's name (SageMaker's rule: letters, digits and dashes, at most 63)."""
+    most = catalog.SAGEMAKER_ENDPOINT_NAME_MAX
+    stem = re.sub(r"[^a-zA-Z0-9]+", "-", f"{prefix}-endpoint").strip("-")
+    if config_name is None:
+        return stem[:most].rstrip("-")
+    suffix = hashlib.sha256(config_name.encode()).hexdigest()[:ENDPOINT_SUFFIX]
+    return f"{stem[:most - ENDPOINT_SUFFIX - 1].rstrip('-')}-{suffix}"
+
+
+def endpoint_log_groups(prefix: str, autoscaling: bool) -> str:
+    """The log group of the endpoint endpoint_name names; autoscaled, an IAM pattern of every name it may take."""
+    name = endpoint_name(prefix, "" if autoscaling else None)
+    if autoscaling:
+        name = name[:-ENDPOINT_SUFFIX] + "?" * ENDPOINT_SUFFIX
+    return catalog.SAGEMAKER_ENDPOINT_LOG_GROUP.format(endpoint=name)
 
 
 def build_environment(provider: pulumi.ProviderResource | None, profile: pulumi.Output[str | None],
@@ -189,6 +218,8 @@ class SageMakerT4Endpoint(T4ServingComponent):
     """With endpointTtl: when EventBridge Scheduler deletes the endpoint (UTC)."""
     ttl_dead_letter_queue_url: pulumi.Output[str] | None
     """With endpointTtl: the queue where a delete that kept failing lands (then the endpoint still bills)."""
+    hf_token_secret_arn: pulumi.Output[str] | None
+    """With hfToken: the Secrets Manager secret holding it (the container reads it at start)."""
 
     def __init__(self, name: str, args: SageMakerT4EndpointArgs, opts: pulumi.ResourceOptions | None = None
                  ) -> None:
@@ -202,6 +233,9 @@ class SageMakerT4Endpoint(T4ServingComponent):
             settings = validate(SageMakerT4EndpointSettings, {**args, "region": region})
             plan = check_serving(settings, settings.gpu)
             ttl = settings.ttl()
+            if not settings.keep_images:  # before anything is registered (the image checks it too)
+                refuse_unkeeping(kept_repository_name(settings.name_prefix or default_prefix(name)), region,
+                                 pulumi.InvokeOptions(provider=provider, parent=opts.parent if opts else None))
         serving = plan.serving
         super().__init__(type_token(SageMakerT4Endpoint), name, None, with_alias(opts, LEGACY_TYPE))
         child = pulumi.ResourceOptions(parent=self)
@@ -226,27 +260,39 @@ class SageMakerT4Endpoint(T4ServingComponent):
             # The upload and the build wait for the account check: nothing bills before it passed.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[account_check]))
 
+        prefix = settings.name_prefix or default_prefix(name)
+        log_groups = endpoint_log_groups(prefix, settings.autoscaling)
+        log_group_arn = f"arn:aws:logs:{region}:*:log-group:{log_groups}"
+        token_secret = self._token_secret(name, settings.hf_token, tags) if settings.hf_token is not None else None
         if settings.execution_role_arn is None:
             role, role_policy = service_role(f"{name}-execution", "sagemaker.amazonaws.com", [
                 {"Sid": "EcrLogin", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
                 {"Sid": "PullImage", "Effect": "Allow",
                  "Action": ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"],
                  "Resource": image.repository_arn},
+                # Only the endpoint's own group, which the stack creates (CreateLogGroup finds it there).
                 {"Sid": "EndpointLogs", "Effect": "Allow",
                  "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
                             "logs:DescribeLogStreams"],
-                 "Resource": f"arn:aws:logs:{region}:*:log-group:/aws/sagemaker/Endpoints/*"},
+                 "Resource": [log_group_arn, f"{log_group_arn}:*"]},
                 {"Sid": "Metrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
                  "Condition": {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}}},
+                *([{"Sid": "HfToken", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
+                    "Resource": token_secret[0].arn}] if token_secret else []),
             ], tags, self)
             role_arn: pulumi.Input[str] = role.arn
             model_waits_for: list[pulumi.Resource] = [image.build, role_policy]
         else:
             role_arn, model_waits_for = settings.execution_role_arn, [image.build]
+            pulumi.log.info(f"executionRoleArn: the role must allow writing to the log group {log_groups}"
+                            + (" and secretsmanager:GetSecretValue on the hfToken secret (output hf_token_secret_arn)"
+                               if token_secret else ""), resource=self)
 
         environment: dict[str, pulumi.Input[str]] = dict(serving.sagemaker_environment())
-        if settings.hf_token is not None:
-            environment["HF_TOKEN"] = pulumi.Output.secret(settings.hf_token)
+        if token_secret is not None:
+            # The ARN only: the image's entrypoint reads the token at start (turing/hf_token_entrypoint.py).
+            environment[catalog.HF_TOKEN_SECRET_ENV] = token_secret[0].arn
+            model_waits_for.append(token_secret[1])
         model = aws.sagemaker.Model(
             f"{name}-model",
             execution_role_arn=role_arn,
@@ -269,18 +315,26 @@ class SageMakerT4Endpoint(T4ServingComponent):
             tags=tags,
             opts=child,
         )
-        self._watch_endpoint(name, config, region, aws_environment, fallback_instance_types(settings.instance_type))
+        # What every name of this endpoint starts with (autoscaled: before the suffix), for the watch to list.
+        name_start = endpoint_name(prefix, "")[:-ENDPOINT_SUFFIX - 1] if settings.autoscaling else endpoint_name(prefix)
+        self._watch_endpoint(name, config, region, aws_environment, fallback_instance_types(settings.instance_type),
+                             name_start, settings.log_retention_days)
+        # Autoscaled, a new configuration makes a new endpoint (see the module's docstring), with a new name.
+        physical_name: pulumi.Input[str] = (config.name.apply(functools.partial(endpoint_name, prefix))
+                                            if settings.autoscaling else endpoint_name(prefix))
+        log_group = self._endpoint_logs(name, physical_name, settings.log_retention_days, tags)
         # The stack tag lets preflight find this stack's endpoint (an update holds two fleets).
-        # Autoscaled, a new configuration makes a new endpoint (see the module's docstring).
         endpoint = aws.sagemaker.Endpoint(
-            f"{name}-endpoint", endpoint_config_name=config.name,
+            f"{name}-endpoint", name=physical_name, endpoint_config_name=config.name,
             tags={**tags, catalog.SAGEMAKER_STACK_TAG: pulumi.get_stack()},
-            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["endpointConfigName"])
-            if settings.autoscaling else child)
+            # Its log group first: SageMaker would otherwise make one that never expires and outlives destroy.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group],
+                                        replace_on_changes=["endpointConfigName"] if settings.autoscaling else None))
 
         scaling = self._autoscale(name, settings, endpoint, tags) if settings.autoscaling else None
         self.endpoint_name = endpoint.name
         self.image_uri = image.image_uri
+        self.hf_token_secret_arn = token_secret[0].arn if token_secret is not None else None
         self.memory_plan = pulumi.Output.from_input(cast(MemoryPlan, plan.memory.as_output())) if plan.memory else None
         # Outputs of what this endpoint has: None (not exported) for autoscaling and a TTL it was not given.
         most = cost_per_hour_usd(settings, settings.instances_max) if scaling is not None else None
@@ -321,7 +375,8 @@ class SageMakerT4Endpoint(T4ServingComponent):
             opts=pulumi.ResourceOptions(parent=self))
 
     def _watch_endpoint(self, name: str, config: aws.sagemaker.EndpointConfiguration, region: str,
-                        environment: pulumi.Output[dict[str, str]], fallbacks: list[str]) -> command.local.Command:
+                        environment: pulumi.Output[dict[str, str]], fallbacks: list[str], name_prefix: str,
+                        log_retention_days: int) -> command.local.Command:
         """Beside the endpoint's creation from CONFIG: one that fails to reach InService is deleted, its log group
         given a retention, its FailureReason printed (components/scripts/endpoint_watch.py)."""
         return command.local.Command(
@@ -329,10 +384,34 @@ class SageMakerT4Endpoint(T4ServingComponent):
             create=ENDPOINT_WATCH,
             environment=pulumi.Output.all(environment, config.name).apply(lambda found: {
                 "AWS_REGION": region, **found[0],
-                ENDPOINT_WATCH_ENV: json.dumps({"config_name": found[1], "name_prefix": f"{name}-endpoint",
-                                                "fallbacks": fallbacks})}),
+                ENDPOINT_WATCH_ENV: json.dumps({"config_name": found[1], "name_prefix": name_prefix,
+                                                "fallbacks": fallbacks, "log_retention_days": log_retention_days})}),
             triggers=[config.name],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
+
+    def _endpoint_logs(self, name: str, endpoint: pulumi.Input[str], retention_days: int,
+                       tags: dict[str, str]) -> aws.cloudwatch.LogGroup:
+        """The group SageMaker writes the endpoint's container logs to, made by the stack before the endpoint (so
+        that SageMaker finds it instead of making one that never expires), with a retention; destroy deletes it,
+        after the endpoint. A new endpoint name (autoscaled: a new configuration) gets a new group."""
+        return aws.cloudwatch.LogGroup(
+            f"{name}-endpoint-logs",
+            name=pulumi.Output.from_input(endpoint).apply(
+                lambda found: catalog.SAGEMAKER_ENDPOINT_LOG_GROUP.format(endpoint=found)),
+            retention_in_days=retention_days, tags=tags, opts=pulumi.ResourceOptions(parent=self))
+
+    def _token_secret(self, name: str, token: pulumi.Input[str], tags: dict[str, str]
+                      ) -> tuple[aws.secretsmanager.Secret, aws.secretsmanager.SecretVersion]:
+        """The Hugging Face token in a Secrets Manager secret of the stack, so that neither the model (which
+        DescribeModel shows) nor the endpoint carries it. Deleted at destroy without a recovery window: the stack
+        config still holds the token, and a secret waiting out its window would outlive the stack."""
+        child = pulumi.ResourceOptions(parent=self)
+        secret = aws.secretsmanager.Secret(f"{name}-hf-token", description="Hugging Face token of the gemma4-t4 "
+                                           "endpoint, read by its container at start", recovery_window_in_days=0,
+                                           tags=tags, opts=child)
+        version = aws.secretsmanager.SecretVersion(f"{name}-hf-token-value", secret_id=secret.id,
+                                                   secret_string=pulumi.Output.secret(token), opts=child)
+        return secret, version
 
     def _autoscale(self, name: str, args: SageMakerT4EndpointSettings, endpoint: aws.sagemaker.Endpoint,
                    tags: dict[str, str]) -> aws.appautoscaling.Target:

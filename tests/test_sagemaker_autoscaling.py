@@ -12,6 +12,7 @@ import json
 import pytest
 
 from gemma4_t4 import catalog
+from gemma4_t4.components import sagemaker
 from gemma4_t4.core import plan as plan_mod
 
 pytestmark = pytest.mark.components
@@ -47,7 +48,7 @@ def test_the_variant_is_a_scalable_target_tracked_on_concurrent_requests(run_sta
     assert tracking["predefinedMetricSpecification"] == {
         "predefinedMetricType": "SageMakerVariantConcurrentRequestsPerModelHighResolution"}
     assert tracking["targetValue"] == 8.0, "maxNumSeqs: the requests vLLM serves at once"
-    assert tracking["scaleOutCooldown"] == 900.0, "a new instance is not serving before its /ping answers"
+    assert tracking["scaleOutCooldown"] == catalog.SAGEMAKER_DEFAULT_STARTUP_HEALTH_CHECK_S, "a new instance is not serving before its /ping answers"
     assert plan.outputs["scalable_target"] == target.inputs["resourceId"]
 
 
@@ -72,10 +73,13 @@ def test_invocations_per_instance_with_its_own_target(run_stack):
 def test_a_new_configuration_replaces_an_autoscaled_endpoint(run_stack):
     """SageMaker fails an update that changes an autoscaled variant's instance type, and restarts
     an updated fleet at its initial count: a new endpoint comes up beside the old one instead."""
-    endpoint = run_stack("sagemaker-t4", "maxInstanceCount=2").one(ENDPOINT)
+    plan = run_stack("sagemaker-t4", "maxInstanceCount=2")
+    endpoint = plan.one(ENDPOINT)
     assert endpoint.options["replaceOnChanges"] == ["endpointConfigName"]
     assert endpoint.options["deleteBeforeReplace"] is False, "the old endpoint serves until the new one is up"
-    assert "name" not in endpoint.inputs, "auto-named, so old and new can exist at once"
+    # Named from the configuration: a new configuration's endpoint has a new name, so old and new exist at once.
+    config = plan.one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").state["name"]
+    assert endpoint.inputs["name"] == sagemaker.endpoint_name("sagemaker-t4", config)
 
 
 def test_the_ttl_may_deregister_the_target_it_deletes_the_endpoint_of(run_stack):

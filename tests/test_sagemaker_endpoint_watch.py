@@ -59,8 +59,9 @@ def test_the_stack_watches_the_endpoint_made_from_its_configuration(run_stack):
     watched = plan.one("command:local:Command", "gemma4-t4-endpoint-watch")
     config = plan.one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").state["name"]
     request = json.loads(watched.inputs["environment"][endpoint_watch.REQUEST_ENV])
-    assert request == {"config_name": config, "name_prefix": "gemma4-t4-endpoint",
-                       "fallbacks": ["ml.g4dn.2xlarge", "ml.g4dn.4xlarge", "ml.g4dn.8xlarge", "ml.g4dn.16xlarge"]}
+    assert request == {"config_name": config, "name_prefix": "sagemaker-t4-endpoint",
+                       "fallbacks": ["ml.g4dn.2xlarge", "ml.g4dn.4xlarge", "ml.g4dn.8xlarge", "ml.g4dn.16xlarge"],
+                       "log_retention_days": 14}
     four = json.loads(run_stack("sagemaker-t4", "tensorParallelSize=4").one(
         "command:local:Command", "gemma4-t4-endpoint-watch").inputs["environment"][endpoint_watch.REQUEST_ENV])
     assert four["fallbacks"] == [], "no other g4dn carries four T4s"

@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.components, pytest.mark.image]
 
 VLLM, TORCH = catalog.PINS["vllm.sagemaker"], catalog.PINS["torch.cpu"]
 TRITON = catalog.PINS[f"triton.for_vllm.{VLLM}"]
-BASE = f"localhost/gemma4-t4/standin-base:vllm-{VLLM}-triton-{TRITON}-torch-{TORCH}"
+# -v2: the entrypoint at the real base's path, and botocore (tests/fixtures/sagemaker-standin-base.sh).
+BASE = f"localhost/gemma4-t4/standin-base:vllm-{VLLM}-triton-{TRITON}-torch-{TORCH}-v2"
 BUILDAH_ENV = {**os.environ, "BUILDAH_ISOLATION": "chroot", "STORAGE_DRIVER": "vfs"}
 
 
@@ -101,12 +102,27 @@ def test_the_dockerfile_builds_and_its_gates_run_inside(built, container):
         assert f"sm75 gate: torch {torch} (CUDA" in log and "sm_75" in log
 
 
-def test_the_image_keeps_the_base_entrypoint(built):
+def test_the_image_runs_the_base_entrypoint_behind_the_tokens_wrapper(built, container):
     _, image, base = built
     config = json.loads(buildah("inspect", "--type", "image", image).stdout)["OCIv1"]["config"]
-    assert config["Entrypoint"] == base["Entrypoint"] == ["/usr/local/bin/sagemaker-entrypoint.sh"]
+    assert base["Entrypoint"] == [catalog.SAGEMAKER_BASE_ENTRYPOINT]
+    assert config["Entrypoint"] == ["python3", "/opt/turing-clamp/hf_token_entrypoint.py", *base["Entrypoint"]]
     assert config.get("Cmd") == base.get("Cmd") == ["serve"]
     assert config.get("Env") == base.get("Env")
+    # Without a secret the base's entrypoint runs with the same arguments (the stand-in's execs a non-serve one).
+    result = run_in(container, *config["Entrypoint"], "echo", "base entrypoint ran")
+    assert result.returncode == 0 and result.stdout.strip() == "base entrypoint ran", result.stderr
+
+
+def test_the_wrapper_reads_the_token_inside_the_image(container, moto):
+    """The image's own python3 and botocore read the secret from moto on loopback, as the endpoint's container
+    reads it from Secrets Manager with the execution role."""
+    moto.reset()
+    arn = moto.client("secretsmanager").create_secret(Name="hf", SecretString="hf_in_the_image")["ARN"]
+    env = [f"--env={k}={v}" for k, v in {**moto.env(), catalog.HF_TOKEN_SECRET_ENV: arn}.items()]
+    result = buildah("run", *env, container, "--", "python3", "/opt/turing-clamp/hf_token_entrypoint.py",
+                     catalog.SAGEMAKER_BASE_ENTRYPOINT, "sh", "-c", 'echo "token=$HF_TOKEN"', check=False)
+    assert result.returncode == 0 and result.stdout.strip() == "token=hf_in_the_image", result.stderr
 
 
 def test_the_clamp_is_a_vllm_plugin_of_the_system_python(container):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -37,7 +38,8 @@ def test_variant_pins_the_driver_580_host_image_on_one_g4dn_xlarge(run_stack):
     assert variant == [{
         "variantName": "AllTraffic", "modelName": plan.one(MODEL).state["name"], "instanceType": "ml.g4dn.xlarge",
         "initialInstanceCount": 1.0, "inferenceAmiVersion": "al2023-ami-sagemaker-inference-gpu-4-1",
-        "containerStartupHealthCheckTimeoutInSeconds": 900.0, "modelDataDownloadTimeoutInSeconds": 1800.0}]
+        "containerStartupHealthCheckTimeoutInSeconds": float(catalog.SAGEMAKER_DEFAULT_STARTUP_HEALTH_CHECK_S),
+        "modelDataDownloadTimeoutInSeconds": 1800.0}]
 
 
 def test_model_runs_the_built_image_by_digest_after_the_build(run_stack):
@@ -64,7 +66,8 @@ def test_execution_role_can_only_pull_this_repository_and_write_endpoint_logs(ru
     statements = {s["Sid"]: s for s in _policy(plan, "gemma4-t4-execution-policy")["Statement"]}
     assert set(statements) == {"EcrLogin", "PullImage", "EndpointLogs", "Metrics"}
     assert statements["PullImage"]["Resource"] == plan.one("aws:ecr/repository:Repository").state["arn"]
-    assert statements["EndpointLogs"]["Resource"] == "arn:aws:logs:us-east-2:*:log-group:/aws/sagemaker/Endpoints/*"
+    group = "arn:aws:logs:us-east-2:*:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint"
+    assert statements["EndpointLogs"]["Resource"] == [group, f"{group}:*"], "the endpoint's own group, no other"
     actions = [a for s in statements.values() for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
     assert not any(a.startswith(("sagemaker:", "s3:", "iam:")) or a.endswith("*") for a in actions)
     assert not plan.find("aws:iam/rolePolicyAttachment:RolePolicyAttachment"), "no managed policy (FullAccess)"
@@ -86,7 +89,8 @@ def test_build_role_reads_the_context_pulls_the_base_and_pushes_only_our_reposit
     assert statements["PullBase"]["Resource"] == "arn:aws:ecr:us-east-2:763104351884:repository/vllm"
     assert statements["PushImage"]["Resource"] == plan.one("aws:ecr/repository:Repository").state["arn"]
     assert "ecr:PutImage" in statements["PushImage"]["Action"]
-    assert statements["Logs"]["Resource"] == plan.one("aws:cloudwatch/logGroup:LogGroup").state["arn"] + ":*"
+    build_logs = plan.one("aws:cloudwatch/logGroup:LogGroup", "gemma4-t4-image-build-logs")
+    assert statements["Logs"]["Resource"] == build_logs.state["arn"] + ":*"
 
 
 def test_source_bucket_is_private_and_encrypted(run_stack):
@@ -127,7 +131,7 @@ def test_codebuild_builds_privileged_from_the_uploaded_context(run_stack):
     bucket = plan.one("aws:s3/bucket:Bucket").state["bucket"]
     assert project["source"] == {"type": "S3", "location": f"{bucket}/context/{tag}.zip"}
     assert set(archive["source"]["archive"]) == {"Dockerfile", "buildspec.yml", "ecr-login.sh", "build-image.sh",
-                                                 "pyproject.toml", "sm75_gate.py",
+                                                 "pyproject.toml", "sm75_gate.py", "hf_token_entrypoint.py",
                                                  *[f"turing_clamp/{p.name}" for p in
                                                    (REPO / "turing" / "turing_clamp").glob("*.py")]}
     assert plan.one(COMMAND, "gemma4-t4-image-codebuild-run").inputs["triggers"] == [tag]
@@ -174,15 +178,87 @@ def test_the_target_carries_the_stacks_aws_profile_to_the_operator_tools(run_sta
         clouds.target_from_outputs("sagemaker-t4", {**outputs, "target": {**outputs["target"], "profile": "nobody-here"}})
 
 
+def _with_token() -> dict:
+    config = clouds.stack_config("sagemaker-t4", (), REPO)
+    config["gemma4-t4:hfToken"] = {"secure": "AAABAGVuY3J5cHRlZA=="}
+    return config
+
+
 def test_hf_token_only_as_a_secret(run_stack, refused_stack, tmp_path):
     error, partial = refused_stack("sagemaker-t4", "hfToken=hf_plain")
     assert error.key == "gemma4-t4:hfToken" and "--secret" in str(error) and partial.resources == []
-    config = clouds.stack_config("sagemaker-t4", (), REPO)
-    config["gemma4-t4:hfToken"] = {"secure": "AAABAGVuY3J5cHRlZA=="}
-    plan = clouds.offline_plan("sagemaker-t4", config)
-    # A secret inside makes the whole container a secret, as the engine stores it.
-    assert plan.one(MODEL).inputs["primaryContainer"] == SECRET_PLACEHOLDER
+    plan = clouds.offline_plan("sagemaker-t4", _with_token())
+    assert plan.one("aws:secretsmanager/secretVersion:SecretVersion").inputs["secretString"] == SECRET_PLACEHOLDER
     assert "AAABAGVuY3J5cHRlZA" not in json.dumps(plan.as_json())
+
+
+def test_the_model_holds_the_tokens_secret_arn_and_the_role_reads_that_secret_only():
+    """DescribeModel shows the container's environment: it holds the secret's ARN, never the token."""
+    plan = clouds.offline_plan("sagemaker-t4", _with_token())
+    secret = plan.one("aws:secretsmanager/secret:Secret")
+    model = plan.one(MODEL)
+    environment = model.inputs["primaryContainer"]["environment"]
+    assert environment[catalog.HF_TOKEN_SECRET_ENV] == secret.state["arn"]
+    assert "HF_TOKEN" not in environment and model.inputs["primaryContainer"] != SECRET_PLACEHOLDER
+    version = plan.one("aws:secretsmanager/secretVersion:SecretVersion")
+    assert version.inputs["secretId"] == secret.state["name"]  # the mock's id: the physical name
+    # The value exists before the container that reads it starts; destroy leaves no secret in its recovery window.
+    assert f"aws:secretsmanager/secretVersion:SecretVersion::{version.name}" in model.options["dependsOn"]
+    assert secret.inputs["recoveryWindowInDays"] == 0
+    statements = {s["Sid"]: s for s in _policy(plan, "gemma4-t4-execution-policy")["Statement"]}
+    assert statements["HfToken"] == {"Sid": "HfToken", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
+                                     "Resource": secret.state["arn"]}
+    assert plan.outputs["hf_token_secret_arn"] == secret.state["arn"]
+    without = clouds.offline_plan("sagemaker-t4", clouds.stack_config("sagemaker-t4", (), REPO))
+    assert not without.find("aws:secretsmanager/secret:Secret") and "hf_token_secret_arn" not in without.outputs
+    assert "HfToken" not in {s["Sid"] for s in _policy(without, "gemma4-t4-execution-policy")["Statement"]}
+
+
+# --- what destroy leaves: the endpoint's log group is the stack's ---------------------------------------
+
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+
+
+def test_the_endpoints_log_group_is_made_first_with_a_retention(run_stack):
+    plan = run_stack("sagemaker-t4")
+    endpoint = plan.one("aws:sagemaker/endpoint:Endpoint")
+    group = plan.one(LOG_GROUP, "gemma4-t4-endpoint-logs")
+    assert endpoint.inputs["name"] == "sagemaker-t4-endpoint"
+    assert group.inputs["name"] == "/aws/sagemaker/Endpoints/sagemaker-t4-endpoint"
+    assert group.inputs["retentionInDays"] == 14.0
+    assert f"{LOG_GROUP}::gemma4-t4-endpoint-logs" in endpoint.options["dependsOn"]
+    assert group.options["retainOnDelete"] is False and "skipDestroy" not in group.inputs
+    kept = run_stack("sagemaker-t4", "logRetentionDays=90").one(LOG_GROUP, "gemma4-t4-endpoint-logs")
+    assert kept.inputs["retentionInDays"] == 90.0
+
+
+def test_an_autoscaled_endpoints_name_and_log_group_follow_its_configuration(run_stack):
+    from gemma4_t4.components import sagemaker
+
+    plan = run_stack("sagemaker-t4", "maxInstanceCount=2")
+    config = plan.one(CONFIG).state["name"]
+    name = plan.one("aws:sagemaker/endpoint:Endpoint").inputs["name"]
+    assert name == sagemaker.endpoint_name("sagemaker-t4", config) and re.fullmatch(r"sagemaker-t4-endpoint-[0-9a-f]{8}",
+                                                                                   name)
+    assert plan.one(LOG_GROUP, "gemma4-t4-endpoint-logs").inputs["name"] == f"/aws/sagemaker/Endpoints/{name}"
+    logs = {s["Sid"]: s for s in _policy(plan, "gemma4-t4-execution-policy")["Statement"]}["EndpointLogs"]
+    pattern = "arn:aws:logs:us-east-2:*:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint-????????"
+    assert logs["Resource"] == [pattern, f"{pattern}:*"]
+    assert sagemaker.endpoint_name("sagemaker-t4", config + "x") != name
+    watch = plan.one(COMMAND, "gemma4-t4-endpoint-watch").inputs["environment"]["GEMMA4_T4_ENDPOINT_WATCH"]
+    assert name.startswith(json.loads(watch)["name_prefix"]), "the watch lists the endpoint by its name's start"
+
+
+@pytest.mark.parametrize("prefix", ["a" * 80, "team_a.sagemaker", "x--y-"])
+def test_endpoint_names_are_names_sagemaker_takes(prefix):
+    from gemma4_t4.components import sagemaker
+
+    rule = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # CreateEndpoint's EndpointName pattern
+    for config in (None, "gemma4-t4-config-1234567"):
+        name = sagemaker.endpoint_name(prefix, config)
+        assert rule.fullmatch(name), name
+        group = sagemaker.endpoint_log_groups(prefix, config is not None).removeprefix("/aws/sagemaker/Endpoints/")
+        assert re.fullmatch(group.replace("?", "[0-9a-f]"), name)
 
 
 REFUSED = [
@@ -191,7 +267,7 @@ REFUSED = [
     ("inferenceAmiVersion=al2-ami-sagemaker-inference-gpu-2", "gemma4-t4:inferenceAmiVersion", "gpu-4-1"),
     ("inferenceAmiVersion=some-ami", "gemma4-t4:inferenceAmiVersion", "gpu-4-1"),
     ("instanceType=ml.g6.xlarge", "gemma4-t4:instanceType", "allowNonT4Instance true"),
-    ("startupHealthCheckTimeoutSeconds=30", "gemma4-t4:startupHealthCheckTimeoutSeconds", "900"),
+    ("startupHealthCheckTimeoutSeconds=30", "gemma4-t4:startupHealthCheckTimeoutSeconds", "1020"),
     ("startupHealthCheckTimeoutSeconds=4000", "gemma4-t4:startupHealthCheckTimeoutSeconds", "3600"),
     ("modelDataDownloadTimeoutSeconds=59", "gemma4-t4:modelDataDownloadTimeoutSeconds", "1800"),
     ("dtype=bfloat16", "gemma4-t4:dtype", "dtype float16"),
@@ -201,7 +277,13 @@ REFUSED = [
     ("instanceCount=0", "gemma4-t4:instanceCount", "instanceCount 1"),
     # Configs that can never serve (issue 21): a startup window shorter than a T4 needs (seed 002), a base whose
     # CUDA cannot be known, a region SageMaker does not have, a typo in the AWS provider's keys.
-    ("startupHealthCheckTimeoutSeconds=120", "gemma4-t4:startupHealthCheckTimeoutSeconds", "900"),
+    ("startupHealthCheckTimeoutSeconds=120", "gemma4-t4:startupHealthCheckTimeoutSeconds", "1020"),
+    # CloudWatch's retentions only (a retention it refuses would fail the `up` after the build).
+    ("logRetentionDays=15", "gemma4-t4:logRetentionDays", "logRetentionDays 14"),
+    ("logRetentionDays=0", "gemma4-t4:logRetentionDays", "logRetentionDays 1"),
+    # Partitions other than aws: the roles' ARNs are arn:aws:..., and the base lives in the aws partition.
+    ("aws:region=cn-north-1", "aws:region", "aws:region us-east-2"),
+    ("aws:region=us-gov-west-1", "aws:region", "aws:region us-east-2"),
     ("baseImage=763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm@sha256:" + "a" * 64, "gemma4-t4:baseImageCuda",
      "baseImageCuda 13.0"),
     ("baseImage=763104351884.dkr.ecr.us-east-2.amazonaws.com/vllm:0.30.0-gpu-py312-cu130", "gemma4-t4:baseImageCuda",
@@ -277,7 +359,11 @@ def test_dockerfile_keeps_the_entrypoint_and_gates_the_build():
     pinned = f"{catalog.PINS['sagemaker.base_image']}@{catalog.PINS['sagemaker.base_image_digest']}"
     assert lines[:2] == [f"ARG BASE_IMAGE={pinned}", "FROM ${BASE_IMAGE}"]
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", catalog.PINS["sagemaker.base_image_digest"]), "the full digest"
-    assert not any(line.startswith(("ENTRYPOINT", "CMD")) for line in lines), "SM_VLLM_* need the base entrypoint"
+    # SM_VLLM_* need the base entrypoint: the token's wrapper execs it, with SageMaker's `serve`.
+    assert [line for line in lines if line.startswith(("ENTRYPOINT", "CMD"))] == [
+        f'ENTRYPOINT ["python3", "/opt/turing-clamp/hf_token_entrypoint.py", "{catalog.SAGEMAKER_BASE_ENTRYPOINT}"]',
+        'CMD ["serve"]']
+    assert f"RUN test -x {catalog.SAGEMAKER_BASE_ENTRYPOINT} && python3 -c \"import botocore\"" in lines
     for gate in ("-m turing_clamp check", "-m turing_clamp fit --strict", "sm75_gate.py ${SM75_GATE_ARGS}"):
         assert gate in text
 
@@ -500,3 +586,50 @@ def test_cost_counts_the_base_pulled_from_another_region(run_stack):
     items = {i.name: (i.usd, i.per) for i in clouds.estimate("sagemaker-t4", ("aws:region=us-west-2",), REPO).extras}
     assert items["base image pulled from us-east-2 into us-west-2"] == (0.16, "build")
     assert len(items) == 3
+
+
+# --- aws:endpoints reach the local steps' boto3 clients ---------------------------------------------------
+
+
+def test_aws_endpoints_keys_are_the_providers_and_reach_the_botocore_client(monkeypatch):
+    """Each mapped key is one the installed pulumi-aws takes under aws:endpoints, and the variable it becomes is
+    the one botocore itself reads for that client (servicequotas is SERVICE_QUOTAS, logs CLOUDWATCH_LOGS)."""
+    import importlib.util
+    from pathlib import Path
+
+    import boto3
+
+    from gemma4_t4.clouds.sagemaker import build_environment
+
+    package = Path(importlib.util.find_spec("pulumi_aws").submodule_search_locations[0])
+    provider_keys = set(re.findall(r"def (\w+)\(self\) -> Optional\[_builtins\.str\]", (
+        package / "config" / "outputs.py").read_text()))
+    for key, client in catalog.PULUMI_AWS_ENDPOINT_CLIENTS.items():
+        assert key in provider_keys, key
+        url = f"http://127.0.0.1:4566/{key}"
+        env = build_environment({"aws:endpoints": json.dumps([{key: url}])})
+        with monkeypatch.context() as patch:
+            for variable in [v for v in os.environ if v.startswith("AWS_ENDPOINT_URL")]:
+                patch.delenv(variable)
+            for variable, value in env.items():
+                patch.setenv(variable, value)
+            made = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing",
+                                         region_name="us-east-2").client(client)
+            assert made.meta.endpoint_url == url, (key, env)
+    assert build_environment({"aws:endpoints": '[{"ec2": "http://127.0.0.1:1"}]'}) == {}, "no local step calls EC2"
+
+
+def test_turning_keep_images_off_with_the_kept_repository_there_is_refused_with_the_manual_step(refused_stack,
+                                                                                               run_stack):
+    """keepImages true -> false: the kept repository (retained, never deleted by Pulumi) would stay in the account
+    outside the stack, billing; the same for one an earlier destroy kept."""
+    world = {"sagemaker": SageMakerWorld(repositories={"gemma4-t4/sagemaker-t4"})}
+    error, partial = refused_stack("sagemaker-t4", world=world)
+    assert error.key == "gemma4-t4:keepImages" and "gemma4-t4/sagemaker-t4 is in the account" in error.problem
+    assert "keepImages true" in error.fix
+    assert ("aws ecr delete-repository --repository-name gemma4-t4/sagemaker-t4 --force --region us-east-2"
+            in error.fix)
+    assert partial.resources == []
+    assert run_stack("sagemaker-t4", "keepImages=true", world=world).find(MODEL), "kept on: adopted"
+    # An account that may not describe repositories: keepImages off needs no lookup, so nothing is refused.
+    assert run_stack("sagemaker-t4", world={"sagemaker": SageMakerWorld(denied=True)}).find(MODEL)

@@ -492,10 +492,12 @@ class SageMakerT4EndpointSettings(ServingSettings):
     inference_ami_version: str = catalog.PINS["sagemaker.ami"]
     base_image: str = catalog.PINS["sagemaker.base_image"]
     base_image_cuda: str = ""
-    startup_health_check_timeout_seconds: int = Field(900, ge=HEALTH_CHECK_RANGE_S[0], le=HEALTH_CHECK_RANGE_S[1])
+    startup_health_check_timeout_seconds: int = Field(catalog.SAGEMAKER_DEFAULT_STARTUP_HEALTH_CHECK_S,
+                                                      ge=HEALTH_CHECK_RANGE_S[0], le=HEALTH_CHECK_RANGE_S[1])
     model_data_download_timeout_seconds: int = Field(1800, ge=HEALTH_CHECK_RANGE_S[0], le=HEALTH_CHECK_RANGE_S[1])
     keep_images: Flag = False
     endpoint_ttl: str = ""
+    log_retention_days: int = 14
     hf_token: AnyInput = None
 
     @property
@@ -601,9 +603,21 @@ class SageMakerT4EndpointSettings(ServingSettings):
         if HEALTH_CHECK_RANGE_S[0] <= seconds < least:
             raise ConfigError("startupHealthCheckTimeoutSeconds", f"{seconds} s is shorter than vLLM needs on a T4 to "
                               f"download, load and compile the model before it answers /ping (at least {least} s): "
-                              "the endpoint would fail while still starting", Set("startupHealthCheckTimeoutSeconds",
-                                                                                  900))
+                              "the endpoint would fail while still starting",
+                              Set("startupHealthCheckTimeoutSeconds", catalog.SAGEMAKER_DEFAULT_STARTUP_HEALTH_CHECK_S))
         return seconds
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _log_retention(cls, days: int) -> int:
+        allowed = catalog.CLOUDWATCH_LOG_RETENTION_DAYS
+        if days not in allowed:
+            # CloudWatch Logs would refuse it at `up`, after the image build; 0 (never expire) is what this
+            # setting exists to avoid.
+            near = min(allowed, key=lambda d: (abs(d - days), d))
+            raise ConfigError("logRetentionDays", f"{days} is not a retention CloudWatch Logs takes (days: "
+                              f"{', '.join(map(str, allowed))})", Set("logRetentionDays", near))
+        return days
 
     def _check_autoscaling(self) -> None:
         defaults = type(self).model_fields
@@ -635,4 +649,9 @@ class SageMakerT4EndpointSettings(ServingSettings):
     def _region(cls, region: str) -> str:
         if region and not AWS_REGION.fullmatch(region):
             raise ConfigError("region", f"{region!r} is not an AWS region", Set("region", "us-east-2"))
+        if partition := catalog.other_partition(region):
+            raise ConfigError("region", f"{region} is in the {partition} partition: gemma4-t4 writes its IAM policies' "
+                              f"ARNs for the {catalog.AWS_PARTITION} partition (arn:aws:...) and builds from the AWS "
+                              "vLLM container in that partition's registry, so the roles would grant nothing there",
+                              (Set("region", "us-east-2"), " (a region of the aws partition)"))
         return region

@@ -2,9 +2,9 @@
 when the endpoint configuration exists, finds the endpoint SageMaker creates from it, and waits.
 
 - InService: exits 0 (the Endpoint resource reports the same).
-- Failed: prints SageMaker's FailureReason, gives the endpoint's log group (/aws/sagemaker/Endpoints/NAME,
-  which SageMaker creates without a retention) a retention, deletes the endpoint (it holds no instances, but
-  stays in the account, and in the way of the next `up`), and exits 1 with the reason.
+- Failed: prints SageMaker's FailureReason, gives the endpoint's log group (/aws/sagemaker/Endpoints/NAME: the
+  stack's, or one SageMaker created without a retention) the stack's retention, deletes the endpoint (it holds
+  no instances, but stays in the account, and in the way of the next `up`), and exits 1 with the reason.
 - An endpoint of this stack being updated to the configuration instead: exits 0 (a failed update is
   rolled back by SageMaker to the old configuration; nothing is left behind). No endpoint at all within
   the appear time (CreateEndpoint refused, e.g. ResourceLimitExceeded): exits 0, the Endpoint reports it.
@@ -25,7 +25,6 @@ from .codebuild_run import session_from_env
 
 REQUEST_ENV = "GEMMA4_T4_ENDPOINT_WATCH"  # JSON: WatchRequest's fields
 MODULE = "gemma4_t4.components.scripts.endpoint_watch"
-LOG_RETENTION_DAYS = 14  # as the build's log group
 
 
 # SageMaker's FailureReason when the region has no instance of the type to give (as published in
@@ -39,6 +38,7 @@ class WatchRequest:
     config_name: str  # the endpoint configuration the endpoint is created from
     name_prefix: str  # the endpoint's auto-name starts with it
     fallbacks: tuple[str, ...] = ()  # other instance types with the same T4s, in the order to try them
+    log_retention_days: int = 14  # the stack's logRetentionDays (its own log group has it already)
     appear_s: float = 300
     timeout_s: float = 7200
     poll_s: float = 30
@@ -61,13 +61,13 @@ def find(sagemaker, request: WatchRequest) -> tuple[dict[str, Any] | None, bool]
     return None, updating
 
 
-def clean_up(session, endpoint: dict[str, Any]) -> None:
+def clean_up(session, endpoint: dict[str, Any], retention_days: int) -> None:
     name = endpoint["EndpointName"]
     logs = session.client("logs")
     group = f"/aws/sagemaker/Endpoints/{name}"
     try:
-        logs.put_retention_policy(logGroupName=group, retentionInDays=LOG_RETENTION_DAYS)
-        say(f"log group {group} kept {LOG_RETENTION_DAYS} days")
+        logs.put_retention_policy(logGroupName=group, retentionInDays=retention_days)
+        say(f"log group {group} kept {retention_days} days")
     except logs.exceptions.ResourceNotFoundException:
         say(f"no log group {group}: the container never started (compare the image's CUDA with the host image)")
     session.client("sagemaker").delete_endpoint(EndpointName=name)
@@ -94,7 +94,7 @@ def watch(session, request: WatchRequest) -> int:
         elif endpoint["EndpointStatus"] == "Failed":
             reason = endpoint.get("FailureReason") or "(SageMaker gave no FailureReason)"
             say(f"endpoint {endpoint['EndpointName']} failed: {reason}")
-            clean_up(session, endpoint)
+            clean_up(session, endpoint, request.log_retention_days)
             if NO_CAPACITY in reason and request.fallbacks:
                 say(f"no capacity for this instance type now: try the next with the same T4s: pulumi config set "
                     f"gemma4-t4:instanceType {request.fallbacks[0]} && pulumi up (in order: "

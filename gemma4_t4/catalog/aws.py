@@ -192,3 +192,79 @@ PULUMI_AWS_LEGACY_CONFIG_KEYS = frozenset({"assumeRole"})
 ECR_IMAGE = re.compile(r"(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/"
                        r"(?P<name>[a-z0-9]+(?:[._/-][a-z0-9]+)*)"
                        r"(?::[\w][\w.-]{0,127}(?:@sha256:[0-9a-f]{64})?|@sha256:[0-9a-f]{64})")
+
+# --- What the endpoint leaves behind, and its secrets ---------------------------------------------------
+
+# SageMaker writes an endpoint's container logs to this group, creating it (without a retention) if it is
+# missing (SageMaker developer guide, "Log Amazon SageMaker AI events with Amazon CloudWatch": log group
+# /aws/sagemaker/Endpoints/[EndpointName]; seed 002 read its logs there).
+SAGEMAKER_ENDPOINT_LOG_GROUP = "/aws/sagemaker/Endpoints/{endpoint}"
+# The retentions CloudWatch Logs accepts, in days (PutRetentionPolicy's retentionInDays, botocore's logs model,
+# shape Days: "Possible values are: 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827,
+# 2192, 2557, 2922, 3288, and 3653"); any other number is refused by the API at `up`.
+CLOUDWATCH_LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192,
+                                 2557, 2922, 3288, 3653)
+# SageMaker endpoint names: 1-63 letters, digits and dashes, a letter or digit at each end (CreateEndpoint,
+# EndpointName: ^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}).
+SAGEMAKER_ENDPOINT_NAME_MAX = 63
+
+# The AWS vLLM SageMaker container's entrypoint (aws/deep-learning-containers, docker/vllm/Dockerfile, stage
+# vllm-sagemaker: ENTRYPOINT ["/usr/local/bin/sagemaker_entrypoint.sh"]) and the Python library its common
+# stage installs for the system Python (`uv pip install --system botocore packaging`), read 2026-12-04: the
+# clamped image's wrapper reads the token's secret with that botocore, then execs that entrypoint.
+SAGEMAKER_BASE_ENTRYPOINT = "/usr/local/bin/sagemaker_entrypoint.sh"
+# The model's environment variable holding the token's Secrets Manager ARN (never the token itself, which
+# DescribeModel would show to anyone allowed to describe models).
+HF_TOKEN_SECRET_ENV = "HF_TOKEN_SECRET_ARN"
+
+# Partitions: ARNs are written arn:aws:... and the base image lives in the aws partition's registry, so only
+# that partition is served. botocore's endpoint data names the others' region prefixes (China cn-, AWS
+# GovCloud us-gov-, ISO us-iso-/us-isob-/eu-isoe-/us-isof-).
+AWS_PARTITION = "aws"
+OTHER_PARTITION_REGION_PREFIXES = {"cn-": "aws-cn (China)", "us-gov-": "aws-us-gov (GovCloud)",
+                                   "us-iso-": "aws-iso", "us-isob-": "aws-iso-b", "us-isof-": "aws-iso-f",
+                                   "eu-isoe-": "aws-iso-e"}
+
+
+def other_partition(region: str) -> str | None:
+    """The partition REGION belongs to when it is not aws (None: the aws partition)."""
+    return next((name for prefix, name in OTHER_PARTITION_REGION_PREFIXES.items() if region.startswith(prefix)),
+                None)
+
+
+# The startup health-check window the default model needs, from measured parts (each with its source):
+# - 362 s from start to a healthy server on a warm compile cache, weights already on disk (seed 000: "vllm-t4:
+#   healthy after 362s", E2B QAT on one T4, n1-standard-2);
+# - 113 s more for the first torch.compile, which every new SageMaker instance pays (seed 000: "112.77 s on the
+#   first start of this stack" against 2.59 s warm);
+# - the 8.3 GB QAT checkpoint downloaded from the Hub at start (seed 000: "the QAT build is 8.3 GB"), at 50 MB/s:
+#   below the slowest cold-CDN figure Hugging Face published for a Hub download from AWS (65 MB/s for a 100 MB
+#   file, 261 MB/s for 1 GB, on m5dn.24xlarge in us-east-1: h-m-t-hf-buckets-benchmark.static.hf.space,
+#   read 2026-12-04). A stated planning figure, not a measurement on g4dn.
+# The sum is one run of each; the window takes half as much again (single runs, a shared Hub), rounded up to
+# the minute. A container that crashes holds the endpoint in Creating for the whole window (seed 002), so it
+# is not made longer than that.
+SAGEMAKER_WARM_START_S = 362
+SAGEMAKER_FIRST_COMPILE_S = 113
+DEFAULT_MODEL_DOWNLOAD_BYTES = int(8.3e9)
+HUB_DOWNLOAD_BYTES_PER_S = 50e6
+STARTUP_WINDOW_MARGIN = 1.5
+
+
+def startup_health_check_window_s(download_bytes: int = DEFAULT_MODEL_DOWNLOAD_BYTES) -> int:
+    """Seconds for a T4 endpoint to download, load and compile the model before it answers /ping."""
+    measured = SAGEMAKER_WARM_START_S + SAGEMAKER_FIRST_COMPILE_S + download_bytes / HUB_DOWNLOAD_BYTES_PER_S
+    return -(-int(measured * STARTUP_WINDOW_MARGIN) // 60) * 60
+
+
+SAGEMAKER_DEFAULT_STARTUP_HEALTH_CHECK_S = startup_health_check_window_s()
+
+# pulumi-aws's aws:endpoints keys (the Terraform provider's service names) -> botocore's client names, for the
+# services the local steps call with boto3 (build, account check, endpoint watch). botocore reads a service's
+# endpoint from AWS_ENDPOINT_URL_<its service id, snake case> (botocore configprovider, "configured
+# endpoints"), which is not the Terraform name: servicequotas is SERVICE_QUOTAS, logs is CLOUDWATCH_LOGS.
+PULUMI_AWS_ENDPOINT_CLIENTS = {
+    "appautoscaling": "application-autoscaling", "applicationautoscaling": "application-autoscaling",
+    "cloudwatchlog": "logs", "cloudwatchlogs": "logs", "logs": "logs", "codebuild": "codebuild", "ecr": "ecr",
+    "iam": "iam", "s3": "s3", "sagemaker": "sagemaker", "scheduler": "scheduler",
+    "secretsmanager": "secretsmanager", "servicequotas": "service-quotas", "sqs": "sqs", "sts": "sts"}

@@ -57,8 +57,21 @@ def build_environment(config: Mapping[str, Any]) -> dict[str, Any]:
         env["GEMMA4_T4_ASSUME_ROLES"] = json.dumps(roles)
     for entry in _config_object(config, "aws:endpoints") or []:
         for service, url in entry.items():
-            env[f"AWS_ENDPOINT_URL_{service.upper()}"] = url
+            if variable := endpoint_variable(service):
+                env[variable] = url
     return env
+
+
+def endpoint_variable(service: str) -> str | None:
+    """The variable botocore reads SERVICE's endpoint from (AWS_ENDPOINT_URL_ and its service id, snake case), for
+    an aws:endpoints key (the provider's service name); None for a service no local step calls."""
+    import botocore.session
+
+    client = catalog.PULUMI_AWS_ENDPOINT_CLIENTS.get(service.lower())
+    if client is None:
+        return None
+    service_id = botocore.session.get_session().get_service_model(client).service_id
+    return f"AWS_ENDPOINT_URL_{service_id.hyphenize().replace('-', '_').upper()}"
 
 
 # The region the plan's mocks make resources in (core.plan.mock_state's ARNs and URLs).
