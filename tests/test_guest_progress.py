@@ -79,6 +79,17 @@ def test_history_continues_through_the_driver_reboot_and_restarts_on_a_later_boo
         attrs.record_phase(state, "downloading", "", 3002)
 
 
+def test_a_boot_that_keeps_failing_keeps_how_it_began_and_its_latest_phases(attrs):
+    state: dict = {}
+    phases = ["provision", "driver", "vllm-install", "reboot"] + ["provision", "driver", "failed"] * 30
+    for at, phase in enumerate(phases):
+        attrs.record_phase(state, phase, "", at)
+    history = attrs.attributes(state)["history"].split()
+    assert len(history) == attrs.HISTORY_MAX
+    assert history[:4] == ["provision@0", "driver@1", "vllm-install@2", "reboot@3"]
+    assert history[-1] == f"failed@{len(phases) - 1}"
+
+
 def test_a_detail_is_one_bounded_line(attrs):
     state: dict = {}
     attrs.record_phase(state, "failed", "step 'nvidia driver' (exit 100)\n  Fix: " + "x" * 1000, 1)
@@ -178,6 +189,8 @@ def test_vllm_phases_from_preflight_to_download_bytes_to_serving(progress):
     units[module.VLLM_UNIT].update(ActiveState="activating", SubState="auto-restart")
     phase, detail = watch.phase()
     assert phase == "failed" and "nvidia-smi does not answer" in detail and "journalctl -u gemma4-vllm" in detail
+    units[module.VLLM_UNIT].update(ActiveState="activating", SubState="start-pre")
+    assert watch.phase() == (phase, detail), "its retry (the preflight again) is still the failure, not a new phase"
     units[module.VLLM_UNIT].update(ActiveState="active", SubState="running")
     _blob(repo, "aaa", 3_100_000_000)
     _blob(repo, "bbb.incomplete", 0)

@@ -35,7 +35,10 @@ URL = f"http://metadata.google.internal/computeMetadata/v1/instance/guest-attrib
 # On the boot disk: the driver's reboot continues the history that the first boot began.
 STATE_FILE = os.environ.get("GEMMA4_T4_PHASE_STATE", "/var/lib/gemma4-t4/phase.json")
 DETAIL_MAX = 300
+# A VM that keeps failing and retrying adds entries without end: the history keeps its first HISTORY_HEAD
+# (how the boot began) and its latest, HISTORY_MAX in all.
 HISTORY_MAX = 40
+HISTORY_HEAD = 8
 # Below the documented 10 a minute: cloud-init and the guest agent write host keys there too.
 PUTS_PER_MINUTE = 8
 PUT_SPACING_S = 0.5  # a burst of at most 3 a second
@@ -78,7 +81,7 @@ def record_phase(state: dict, phase: str, detail: str, now: float) -> None:
         history.clear()
     if not history or history[-1][0] != phase:
         history.append([phase, int(now)])
-        del history[:-HISTORY_MAX]
+        del history[HISTORY_HEAD:max(HISTORY_HEAD, len(history) - (HISTORY_MAX - HISTORY_HEAD))]
     state["phase"], state["detail"] = phase, one_line(detail)
 
 

@@ -103,6 +103,8 @@ def healthy(port: str) -> bool:
 class Watch:
     def __init__(self) -> None:
         self.last_bytes = -1
+        # A start that failed: its retries (the preflight again) are still "failed", until vLLM runs.
+        self.failure: str | None = None
 
     def phase(self) -> tuple[str, str] | None:
         """vLLM's phase and its detail now; None while provisioning runs (it records its own)."""
@@ -112,13 +114,19 @@ class Watch:
         args = shlex.split(env.get("VLLM_ARGS", ""))
         model = flag(args, "--model") or "the model"
         if healthy(flag(args, "--port") or "8000"):
+            self.failure = None
             return "serving", f"{model}, max-model-len {flag(args, '--max-model-len') or 'default'}"
         vllm = unit_state(VLLM_UNIT)
         if vllm.get("ActiveState") == "failed" or vllm.get("SubState") == "auto-restart":
-            return "failed", (f"vLLM did not start: {last_line(VLLM_UNIT)} (it retries every 30 s; "
-                              "journalctl -u gemma4-vllm)")
+            self.failure = (f"vLLM did not start: {last_line(VLLM_UNIT)} (it retries every 30 s; "
+                            "journalctl -u gemma4-vllm)")
+            return "failed", self.failure
         if vllm.get("ActiveState") not in ("active", "activating"):
             return None
+        if vllm.get("SubState") == "running":
+            self.failure = None
+        elif self.failure:
+            return "failed", self.failure
         repo = hub_repo(env.get("HF_HOME", ""), model)
         if repo and vllm.get("SubState") == "running":
             done, partial = blob_bytes(repo)
