@@ -1,7 +1,7 @@
 """The GCE guest booted for real: a Debian 13 root filesystem under systemd (systemd-nspawn),
 receiving exactly the plan's metadata from a GCE metadata server stand-in, goes from an empty
-system to a serving vLLM, and comes back after a reboot without network and on a replaced VM
-with the old data disk. See tests/guest/harness.py for what the test's root filesystem adds.
+system to a serving vLLM, publishing its phases as guest attributes; serves a changed serving value
+on the same VM; and comes back after a reboot without network and on a replaced VM with the old data disk. See tests/guest/harness.py for what the test's root filesystem adds.
 
 vLLM's CPU build stands in for the CUDA build (from tests/guest/standin-lock.txt, through the
 same install step), serving a tiny model made on the data disk; nvidia-smi answers as a T4 from
