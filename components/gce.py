@@ -22,7 +22,7 @@ from gemma4_t4.errors import ConfigError, Set, fix
 from . import provider_answers as answers
 from .base import MemoryPlan, ServingArgs, T4ServingComponent, provider_for, refusals, type_token, with_alias
 from .config import GceT4ServerSettings, OnHostMaintenance, TerminationAction, gce_name, validate
-from .guest import GuestSettings, bootstrap_script, render_user_data
+from .guest import SERVING_METADATA_KEY, GuestSettings, bootstrap_script, render_serving_env, render_user_data
 from .serving import ServingPlan, check_serving
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
@@ -350,9 +350,11 @@ class GceT4Server(T4ServingComponent):
             invoke = pulumi.InvokeOptions(provider=provider_for("gcp", opts), parent=opts.parent if opts else None)
             existing = adoptable_disk(disk_name, settings, vm_name, invoke)
         serving = plan.serving
-        user_data = render_user_data(serving.vllm_args(), GuestSettings(
+        user_data = render_user_data(GuestSettings(
             DATA_DISK_DEVICE_NAME, settings.swap_size_gb, idle_stop_minutes=settings.idle_stop_minutes,
-            port=serving.port, vllm_version=settings.vllm_version))
+            vllm_version=settings.vllm_version))
+        serving_env = render_serving_env(serving.vllm_args(), serving.port,
+                                         plan.facts.checkpoint_bytes if plan.facts else 0)
 
         super().__init__(type_token(GceT4Server), name, None, with_alias(opts, LEGACY_TYPE))
         child = pulumi.ResourceOptions(parent=self)
@@ -424,20 +426,21 @@ class GceT4Server(T4ServingComponent):
                 # network has no ingress rule but IAP SSH.
                 access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()],
             )],
-            metadata={"user-data": user_data, "startup-script": bootstrap_script(), "enable-oslogin": "TRUE"},
+            # Updated in place (setMetadata): the serving values, which the guest watches and restarts vLLM
+            # with, and guest attributes on, for the boot's progress (the gemma4-t4/ namespace).
+            metadata={"user-data": user_data, SERVING_METADATA_KEY: serving_env, "enable-oslogin": "TRUE",
+                      "enable-guest-attributes": "TRUE"},
+            # The provider replaces the VM when this changes (ForceNew); it names the user-data's hash.
+            # cloud-init applies user-data once per instance: a changed guest means a new VM.
+            metadata_startup_script=bootstrap_script(user_data),
             # The open DKMS module is unsigned: Secure Boot would refuse to load it.
             shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
                 enable_secure_boot=False, enable_vtpm=True, enable_integrity_monitoring=True),
             tags=[network_tag],
             labels=labels,
             allow_stopping_for_update=True,
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                # cloud-init applies user-data once per instance: a changed guest config means a
-                # new VM. The data disk attaches to one VM at a time, so the old one goes first.
-                replace_on_changes=["metadata"],
-                delete_before_replace=True,
-            ),
+            # The data disk attaches to one VM at a time: a replaced VM goes before its successor comes.
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
         )
 
         cost = cost_per_hour_usd(settings)

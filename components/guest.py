@@ -1,14 +1,18 @@
-"""Renders the GCE guest's user-data: one pure function from the typed config to a cloud-config.
+"""Renders the GCE guest's metadata: pure functions from the typed config to a cloud-config, the
+startup-script and the serving values.
 
 The scripts and units are real files in the project's cloudinit/ (shellcheck and systemd-analyze
-run on them as they are), installed with the package as `gemma4_t4.cloudinit`; this function only
-ships them, with two generated env files that carry the settings. The Turing clamp's source
+run on them as they are), installed with the package as `gemma4_t4.cloudinit`; render_user_data only
+ships them, with guest.env, which carries the guest's settings. The Turing clamp's source
 (`gemma4_t4.turing`) goes along, so the VM installs exactly this release's clamp into its vLLM
-virtualenv.
+virtualenv. vLLM's own values (vllm.env) are not in the user-data: they travel in a metadata key of
+their own (SERVING_METADATA_KEY), which the provider updates in place and a unit on the VM watches, so a
+new maxModelLen restarts vLLM instead of replacing the VM.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from importlib.resources import files
 from importlib.resources.abc import Traversable
@@ -39,6 +43,14 @@ TEST_ENV = "/etc/gemma4-t4/test.env"
 PROVISION_UNIT = "gemma4-t4-provision.service"
 IDLE_STOP_TIMER = "gemma4-t4-idle-stop.timer"
 VLLM_UNIT = "gemma4-vllm.service"
+# The serving values: fetched from SERVING_METADATA_KEY into VLLM_ENV before vLLM starts, then watched.
+SERVING_CONFIG_UNIT = "gemma4-t4-serving-config.service"
+SERVING_WATCH_UNIT = "gemma4-t4-serving-watch.service"
+# Publishes the boot's phase as guest attributes (namespace GUEST_ATTRIBUTES_NAMESPACE).
+PROGRESS_UNIT = "gemma4-t4-progress.service"
+SERVING_METADATA_KEY = "gemma4-t4-serving"
+VLLM_ENV = "/etc/gemma4-t4/vllm.env"
+GUEST_ATTRIBUTES_NAMESPACE = "gemma4-t4"
 DATA_MOUNT = "/opt1"  # gemma4-vllm.service names it too (ExecStart)
 SERVICE_USER = "vllm"
 
@@ -48,7 +60,6 @@ class GuestSettings:
     data_device_name: str  # the GCE attached-disk device name: /dev/disk/by-id/google-<name>
     swap_size_gb: int
     idle_stop_minutes: int = 0
-    port: int = 8000
     vllm_version: str = catalog.PINS["vllm.gce"]  # one of catalog.GCE_VLLM_VERSIONS, each with its lock
 
 
@@ -72,16 +83,19 @@ def guest_env(settings: GuestSettings) -> dict[str, str]:
         "CUDA_REPO_URL": "https://developer.download.nvidia.com/compute/cuda/repos/debian13/x86_64",
         "REBOOT_FLAG": "/run/gemma4-t4/reboot-required",
         "IDLE_STOP_MINUTES": str(settings.idle_stop_minutes),
-        "METRICS_URL": f"http://127.0.0.1:{settings.port}/metrics",
     }
 
 
-def vllm_env(serving_args: list[str]) -> dict[str, str]:
+def vllm_env(serving_args: list[str], port: int = 8000, checkpoint_bytes: int = 0) -> dict[str, str]:
+    """vLLM's environment on the VM. CHECKPOINT_BYTES (0: not known) is the model's download size, which the
+    guest's progress reports against; METRICS_URL is read by the idle stop (the port is a serving value)."""
     if any(not arg or any(c.isspace() for c in arg) for arg in serving_args):
         # systemd splits $VLLM_ARGS on whitespace: a value with a space would become two flags.
         raise ValueError(f"a vLLM argument is empty or holds whitespace: {serving_args}")
     return {
         "VLLM_ARGS": " ".join(serving_args),
+        "METRICS_URL": f"http://127.0.0.1:{port}/metrics",
+        "CHECKPOINT_BYTES": str(checkpoint_bytes),
         "HOME": f"{DATA_MOUNT}/home",
         "HF_HOME": f"{DATA_MOUNT}/cache/huggingface",
         "VLLM_CACHE_ROOT": f"{DATA_MOUNT}/cache/vllm",
@@ -121,8 +135,17 @@ _BlockStyleDumper.add_representer(
 )
 
 
-def render_user_data(serving_args: list[str], settings: GuestSettings) -> str:
-    """The #cloud-config for the GCE VM. Deterministic: same inputs, same bytes."""
+def render_serving_env(serving_args: list[str], port: int = 8000, checkpoint_bytes: int = 0) -> str:
+    """The value of the VM's SERVING_METADATA_KEY: vllm.env as the guest writes it. Deterministic."""
+    text = _env_file(vllm_env(serving_args, port, checkpoint_bytes))
+    if len(text.encode()) > GCE_METADATA_VALUE_LIMIT:
+        raise ValueError(f"the serving values are {len(text.encode())} bytes; GCE allows {GCE_METADATA_VALUE_LIMIT}")
+    return text
+
+
+def render_user_data(settings: GuestSettings) -> str:
+    """The #cloud-config for the GCE VM: the guest's files and settings, no serving value. Deterministic:
+    same inputs, same bytes."""
     scripts = guest_scripts()
     units = guest_units()
     write_files = (
@@ -130,14 +153,13 @@ def render_user_data(serving_args: list[str], settings: GuestSettings) -> str:
         + [{"path": f"{UNIT_DIR}/{u.name}", "permissions": "0644", "content": u.read_text()} for u in units]
         + [
             {"path": f"{ETC_DIR}/guest.env", "permissions": "0644", "content": _env_file(guest_env(settings))},
-            {"path": f"{ETC_DIR}/vllm.env", "permissions": "0644", "content": _env_file(vllm_env(serving_args))},
         ]
         + [{"path": path, "permissions": "0644", "content": text} for path, text in _clamp_files()]
         + [{"path": VLLM_LOCK, "permissions": "0644", "content": lock_file(settings.vllm_version).read_text()}]
         + [{"path": APT_LOCK_CONF, "permissions": "0644", "content": APT_LOCK_TIMEOUT}]
     )
     idle_stop = [IDLE_STOP_TIMER] if settings.idle_stop_minutes else []
-    enabled = [PROVISION_UNIT, VLLM_UNIT, *idle_stop]
+    enabled = [PROVISION_UNIT, VLLM_UNIT, SERVING_CONFIG_UNIT, SERVING_WATCH_UNIT, PROGRESS_UNIT, *idle_stop]
     config = {
         # No users here (the bootstrap's cloud-init config sets none): GCE's guest agent manages
         # login users and SSH keys, and provision.sh creates the service user with the UID its
@@ -150,7 +172,7 @@ def render_user_data(serving_args: list[str], settings: GuestSettings) -> str:
             # --no-block: provisioning reboots once for the driver; cloud-init must not wait on it.
             # The idle-stop timer starts now too: a driver that loads without a reboot means no
             # later boot would start it, and the VM would bill on while idle.
-            ["systemctl", "start", "--no-block", VLLM_UNIT, *idle_stop],
+            ["systemctl", "start", "--no-block", PROGRESS_UNIT, VLLM_UNIT, SERVING_WATCH_UNIT, *idle_stop],
         ],
     }
     text = "#cloud-config\n" + yaml.dump(config, Dumper=_BlockStyleDumper, sort_keys=False, width=4096)
@@ -171,5 +193,12 @@ def guest_units() -> list[Traversable]:
     return _listed(GUEST_DIR / "units", (".service", ".timer"))
 
 
-def bootstrap_script() -> str:
-    return (GUEST_DIR / "bootstrap.sh").read_text()
+def bootstrap_script(user_data: str) -> str:
+    """The VM's startup-script (the provider's metadata_startup_script), naming the user-data it was made
+    with: the provider replaces the instance when metadata_startup_script changes (ForceNew), while
+    the rest of the metadata, the serving values among it, is updated in place. cloud-init applies
+    user-data once per instance, so a new guest must be a new VM."""
+    script = (GUEST_DIR / "bootstrap.sh").read_text()
+    shebang, rest = script.split("\n", 1)
+    digest = hashlib.sha256(user_data.encode()).hexdigest()
+    return f"{shebang}\n# gemma4-t4 guest: user-data sha256 {digest}\n{rest}"

@@ -184,11 +184,8 @@ def fake_gcloud(tmp_path):
 
 
 def vllm_args(plan: plan_mod.Plan) -> list[str]:
-    """The flags the GCE guest starts vLLM with, read from the rendered user-data."""
-    import yaml
-
-    user_data = yaml.safe_load(plan.one("gcp:compute/instance:Instance").inputs["metadata"]["user-data"])
-    env = next(f["content"] for f in user_data["write_files"] if f["path"] == "/etc/gemma4-t4/vllm.env")
+    """The flags the GCE guest starts vLLM with, read from the VM's serving metadata key (its vllm.env)."""
+    env = plan.one("gcp:compute/instance:Instance").inputs["metadata"]["gemma4-t4-serving"]
     return next(line for line in env.splitlines() if line.startswith("VLLM_ARGS=")).split("=", 1)[1].split()
 
 

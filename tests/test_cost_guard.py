@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 import yaml
+from conftest import REPO
 
 from gemma4_t4.components import sagemaker
 from gemma4_t4.components.config.schema import parse_ttl
@@ -47,13 +48,18 @@ def test_spot_with_an_explicit_action(run_stack):
 
 def test_idle_stop_enables_and_starts_the_timer_and_tells_the_guest(run_stack):
     plan = run_stack("gce-t4", "idleStopMinutes=30")
-    assert ["systemctl", "enable", "gemma4-t4-provision.service", "gemma4-vllm.service",
-            "gemma4-t4-idle-stop.timer"] in _runcmd(plan)
+    enable = next(c for c in _runcmd(plan) if c[:2] == ["systemctl", "enable"])
+    assert enable[-1] == "gemma4-t4-idle-stop.timer" and "gemma4-vllm.service" in enable
     # Started on the first boot too: a driver that loads without a reboot gives no later boot.
-    assert ["systemctl", "start", "--no-block", "gemma4-vllm.service", "gemma4-t4-idle-stop.timer"] in _runcmd(plan)
+    start = next(c for c in _runcmd(plan) if c[:2] == ["systemctl", "start"])
+    assert start[-1] == "gemma4-t4-idle-stop.timer" and "gemma4-vllm.service" in start
     guest_env = next(f["content"] for f in yaml.safe_load(plan.one(INSTANCE).inputs["metadata"]["user-data"])
                      ["write_files"] if f["path"] == "/etc/gemma4-t4/guest.env")
-    assert "IDLE_STOP_MINUTES=30\n" in guest_env and "METRICS_URL=http://127.0.0.1:8000/metrics\n" in guest_env
+    assert "IDLE_STOP_MINUTES=30\n" in guest_env
+    # The port is a serving value: the idle stop reads vLLM's /metrics address from vllm.env.
+    assert "METRICS_URL=http://127.0.0.1:8000/metrics\n" in plan.one(INSTANCE).inputs["metadata"]["gemma4-t4-serving"]
+    assert "EnvironmentFile=/etc/gemma4-t4/vllm.env" in (REPO / "cloudinit" / "units" /
+                                                         "gemma4-t4-idle-stop.service").read_text()
 
 
 @pytest.mark.parametrize("overrides,key", [

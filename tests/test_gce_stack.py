@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import pytest
@@ -10,6 +11,7 @@ from conftest import REPO, require_tool, run
 
 from gemma4_t4 import catalog
 from gemma4_t4.components import guest as render
+from gemma4_t4.components.model_facts import model_facts
 
 pytestmark = pytest.mark.components
 
@@ -45,7 +47,9 @@ def test_data_disk_is_its_own_retained_pd_balanced_resource_attached_by_device_n
     assert f"{DISK}::gemma4-t4-data" in vm.options["dependsOn"]
     # The disk attaches to one VM at a time: a replaced VM must go before its successor comes.
     assert vm.options["deleteBeforeReplace"] is True
-    assert vm.options["replaceOnChanges"] == ["metadata"]
+    # Replacement follows the provider's ForceNew fields (metadata_startup_script names the guest's hash), not
+    # the whole metadata: the serving values in it are updated in place.
+    assert vm.options["replaceOnChanges"] == []
 
 
 def test_cost_is_the_zones_regions_list_price_and_none_where_the_catalog_has_none(run_stack):
@@ -110,9 +114,15 @@ def test_outputs_give_the_target_a_tunnel_that_returns_the_disk_and_cost(run_sta
 
 
 def test_metadata_carries_user_data_the_bootstrap_and_os_login(run_stack):
-    metadata = run_stack("gce-t4").one(INSTANCE).inputs["metadata"]
-    assert metadata["startup-script"] == (REPO / "cloudinit" / "bootstrap.sh").read_text()
+    vm = run_stack("gce-t4").one(INSTANCE).inputs
+    metadata = vm["metadata"]
+    bootstrap = (REPO / "cloudinit" / "bootstrap.sh").read_text().split("\n", 1)
+    digest = hashlib.sha256(metadata["user-data"].encode()).hexdigest()
+    # The provider's metadata_startup_script, not metadata.startup-script: the provider refuses both.
+    assert "startup-script" not in metadata
+    assert vm["metadataStartupScript"] == f"{bootstrap[0]}\n# gemma4-t4 guest: user-data sha256 {digest}\n{bootstrap[1]}"
     assert metadata["enable-oslogin"] == "TRUE"
+    assert metadata["enable-guest-attributes"] == "TRUE", "the guest publishes its boot's phase there"
     assert metadata["user-data"].startswith("#cloud-config\n")
     assert len(metadata["user-data"].encode()) < render.GCE_METADATA_VALUE_LIMIT
 
@@ -133,16 +143,25 @@ def _guest_file(plan, path: str) -> str:
     return next(f["content"] for f in user_data["write_files"] if f["path"] == path)
 
 
+def _serving_env(plan) -> str:
+    return plan.one(INSTANCE).inputs["metadata"][render.SERVING_METADATA_KEY]
+
+
 def test_vllm_flags_come_from_the_serving_config(run_stack):
-    env = _guest_file(run_stack("gce-t4"), "/etc/gemma4-t4/vllm.env")
+    plan = run_stack("gce-t4")
+    env = _serving_env(plan)
+    written = [f["path"] for f in yaml.safe_load(plan.one(INSTANCE).inputs["metadata"]["user-data"])["write_files"]]
+    assert render.VLLM_ENV not in written, "a serving value in the user-data would replace the VM"
     args = next(line for line in env.splitlines() if line.startswith("VLLM_ARGS=")).split("=", 1)[1].split()
     assert args == ["--model", "google/gemma-4-E2B-it-qat-w4a16-ct",
                     "--served-model-name", "google/gemma-4-E2B-it-qat-w4a16-ct",
                     "--host", "127.0.0.1", "--port", "8000", "--dtype", "float16", "--max-model-len", "16384",
                     "--gpu-memory-utilization", "0.9", "--max-num-seqs", "8", "--tensor-parallel-size", "1",
                     "--language-model-only"]
-    changed = _guest_file(run_stack("gce-t4", "maxModelLen=8192", "languageModelOnly=false"),
-                          "/etc/gemma4-t4/vllm.env")
+    assert "METRICS_URL=http://127.0.0.1:8000/metrics\n" in env
+    checkpoint = model_facts("google/gemma-4-E2B-it-qat-w4a16-ct", ask_hub=False).checkpoint_bytes
+    assert checkpoint > 1e9 and f"CHECKPOINT_BYTES={checkpoint}\n" in env, "the download's size, for its progress"
+    changed = _serving_env(run_stack("gce-t4", "maxModelLen=8192", "languageModelOnly=false"))
     assert "--max-model-len 8192" in changed and "--language-model-only" not in changed
 
 

@@ -54,8 +54,7 @@ def test_units_ship_what_the_issue_requires():
     assert "ExecStart=/usr/local/lib/gemma4-t4/serve.sh" in vllm
     serve = (REPO / "cloudinit" / "scripts" / "serve.sh").read_text()
     assert 'exec "$VENV/bin/python" -m vllm.entrypoints.openai.api_server $VLLM_ARGS' in serve
-    assert f"VENV={render.DATA_MOUNT}/vllm/venv" in render.render_user_data(["--model", "m"],
-                                                                          render.GuestSettings("gemma4-data", 16))
+    assert f"VENV={render.DATA_MOUNT}/vllm/venv" in render.render_user_data(render.GuestSettings("gemma4-data", 16))
 
 
 def _snapshot(hub, model: str, files: dict[str, str], incomplete: bool = False) -> None:
@@ -116,7 +115,7 @@ def test_nvidia_uvm_is_loaded_with_root_privileges_before_the_unprivileged_servi
 
 
 def test_the_boot_tests_setting_is_read_only_from_a_file_the_plan_never_writes():
-    text = render.render_user_data(["--model", "m"], render.GuestSettings("gemma4-data", 16, idle_stop_minutes=10))
+    text = render.render_user_data(render.GuestSettings("gemma4-data", 16, idle_stop_minutes=10))
     files = yaml.safe_load(text)["write_files"]
     assert render.TEST_ENV not in {f["path"] for f in files}
     env_files = [f["content"] for f in files if f["path"].endswith(".env")]
@@ -128,7 +127,7 @@ def test_every_apt_get_waits_for_apts_lock_and_dpkg_is_recovered_first():
     """The image's apt timers start with provisioning: an apt-get that fails at once on the lock would
     log a FAILED step on a healthy first boot; an interrupted dpkg would fail every later apt-get."""
     files = {f["path"]: f["content"] for f in yaml.safe_load(render.render_user_data(
-        ["--model", "m"], render.GuestSettings("gemma4-data", 16)))["write_files"]}
+        render.GuestSettings("gemma4-data", 16)))["write_files"]}
     assert files[render.APT_LOCK_CONF] == 'DPkg::Lock::Timeout "1200";\n'
     provision = (REPO / "cloudinit" / "scripts" / "provision.sh").read_text()
     assert provision.index('step "dpkg"') < provision.index('step "packages"') < provision.index('step "nvidia driver"')
@@ -156,10 +155,10 @@ def test_preflight_refuses_unclamped_or_unfit():
 
 
 def test_render_is_deterministic_and_ships_every_script_and_unit():
-    args = ["--model", "m"]
     settings = render.GuestSettings("gemma4-data", 16)
-    text = render.render_user_data(args, settings)
-    assert text == render.render_user_data(args, settings)
+    text = render.render_user_data(settings)
+    assert text == render.render_user_data(settings)
+    assert render.render_serving_env(["--model", "m"]) == render.render_serving_env(["--model", "m"])
     paths = {f["path"] for f in yaml.safe_load(text)["write_files"]}
     assert {f"{render.LIB_DIR}/{s.name}" for s in render.guest_scripts()} <= paths
     assert {f"{render.UNIT_DIR}/{u.name}" for u in UNITS} <= paths

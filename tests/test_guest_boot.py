@@ -1,7 +1,7 @@
 """The GCE guest booted for real: a Debian 13 root filesystem under systemd (systemd-nspawn),
 receiving exactly the plan's metadata from a GCE metadata server stand-in, goes from an empty
-system to a serving vLLM, and comes back after a reboot without network and on a replaced VM
-with the old data disk. See tests/guest/harness.py for what the test's root filesystem adds.
+system to a serving vLLM, publishing its phases as guest attributes; serves a changed serving value
+on the same VM; and comes back after a reboot without network and on a replaced VM with the old data disk. See tests/guest/harness.py for what the test's root filesystem adds.
 
 vLLM's CPU build stands in for the CUDA build (from tests/guest/standin-lock.txt, through the
 same install step), serving a tiny model made on the data disk; nvidia-smi answers as a T4 from
@@ -148,11 +148,14 @@ def world(pytestconfig, request) -> Iterator[dict]:
     ca = make_tls(work / "tls")
     nvidia_repo = work / "nvidia-repo"
     fake_nvidia.build(nvidia_repo, guest_env["CUDA_REPO_URL"])
+    # The provider sends metadata_startup_script as the startup-script key (terraform-provider-google,
+    # google/services/compute/metadata.go: resourceInstanceMetadata).
+    attributes = {**metadata, "startup-script": vm_state["metadataStartupScript"]}
     instance = {"id": "4521098765432109876", "zone": "projects/123456789012/zones/us-west2-b",
                 "hostname": f"{vm_state['name']}.us-west2-b.c.mock-project.internal", "name": vm_state["name"],
-                "attributes": dict(metadata)}
-    state: dict = {"work": work, "tarball": tarball, "metadata": metadata, "ca": ca["ca_pem"], "vms": [],
-                   "network": None, "disk": None}
+                "attributes": attributes}
+    state: dict = {"work": work, "tarball": tarball, "metadata": metadata, "vm_state": vm_state, "ca": ca["ca_pem"],
+                   "vms": [], "network": None, "disk": None}
     try:
         state["network"] = harness.Network(
             f"g4t4-{uuid.uuid4().hex[:8]}", work / "net",
@@ -263,6 +266,43 @@ def requests_since(world: dict, mark: int, *services: str) -> list[str]:
     return [line for line in world["network"].requests()[mark:] if line.split(" ", 1)[0] in services]
 
 
+def guest_attributes(world: dict) -> dict[str, str]:
+    """The VM's gemma4-t4 guest attributes as they stand (what instances.getGuestAttributes would answer)."""
+    values: dict[str, str] = {}
+    for write in world["network"].guest_attribute_writes():
+        namespace, key = write["key"].split("/", 1)
+        if namespace == render.GUEST_ATTRIBUTES_NAMESPACE:
+            values[key] = write["value"]
+    return values
+
+
+def phase_history(world: dict) -> list[str]:
+    return [entry.split("@")[0] for entry in guest_attributes(world).get("history", "").split()]
+
+
+def is_subsequence(wanted: list[str], seen: list[str]) -> bool:
+    remaining = iter(seen)
+    return all(phase in remaining for phase in wanted)
+
+
+def assert_within_the_guest_attributes_rate(world: dict) -> None:
+    """Google's guest attributes page: at most 10 queries a minute per VM and bursts of 3 a second; above it,
+    values being written may be dropped."""
+    times = [w["t"] for w in world["network"].guest_attribute_writes()
+             if w["key"].startswith(render.GUEST_ATTRIBUTES_NAMESPACE + "/")]
+    for t in times:
+        assert sum(1 for u in times if t <= u < t + 60) <= 10, "more than 10 guest attribute writes in a minute"
+        assert sum(1 for u in times if t <= u < t + 1) <= 3, "more than 3 guest attribute writes in a second"
+
+
+def served_max_model_len(world: dict) -> int | None:
+    try:
+        models = httpx.get(f"http://127.0.0.1:{world['network'].tunnel_port}/v1/models", timeout=5).json()
+        return models["data"][0]["max_model_len"]
+    except (httpx.HTTPError, ValueError, KeyError, IndexError):
+        return None
+
+
 # --- boot 1: a blank disk ---------------------------------------------------------------------
 
 
@@ -316,6 +356,19 @@ def test_boot_1_blank_disk_to_serving(world):
     uvm = vm.exec("cat", f"{fake_nvidia.STATE}/uvm.log").stdout
     assert "uvm loaded by uid 0" in uvm, "nvidia-uvm must be loaded with root's privileges"
 
+    # The boot's phases, published as guest attributes as they passed (the driver's reboot, the vLLM install
+    # before it, the CPU stand-in refused by the GPU gate, then loading and serving).
+    wait_for("the phase 'serving' in the guest attributes", lambda: guest_attributes(world).get("phase") == "serving",
+             180, vm)
+    history = phase_history(world)
+    assert is_subsequence(["provision", "driver", "vllm-install", "reboot", "provision", "vllm-install", "failed",
+                           "loading", "serving"], history), history
+    times = [int(entry.split("@")[1]) for entry in guest_attributes(world)["history"].split()]
+    assert times == sorted(times), guest_attributes(world)["history"]
+    details = [w["value"] for w in world["network"].guest_attribute_writes() if w["key"] == "gemma4-t4/detail"]
+    assert any(CPU_STANDIN_REFUSAL in d for d in details), "the failed start's reason is shown, not only 'failed'"
+    assert_within_the_guest_attributes_rate(world)
+
 
 def test_the_operator_cli_answers_from_the_host(world):
     status = cli(world, "status")
@@ -324,6 +377,36 @@ def test_the_operator_cli_answers_from_the_host(world):
     query = cli(world, "query", "the capital of france?", "--max-tokens", "8")
     assert query.returncode == 0, query.stdout + query.stderr
     assert json.loads(query.stdout)["usage"]["completion_tokens"] == 8
+
+
+# --- a serving value changed: `pulumi up` updates the VM's metadata in place ----------------------
+
+
+def test_a_serving_change_restarts_vllm_with_it_on_the_same_vm(world):
+    vm = world["vms"][0]
+    boots = len(vm.boots)
+    assert served_max_model_len(world) == 256
+    overrides = [o for o in OVERRIDES if not o.startswith("maxModelLen=")] + ["maxModelLen=128"]
+    changed = clouds.offline_plan("gce-t4", clouds.stack_config("gce-t4", overrides, REPO)).one(
+        "gcp:compute/instance:Instance").state
+    # An update in place: nothing the provider replaces the VM for has changed (tests/test_serving_in_place.py).
+    for key in ("metadataStartupScript", "bootDisk", "guestAccelerators", "zone", "name"):
+        assert changed[key] == world["vm_state"][key], key
+    assert changed["metadata"]["user-data"] == world["metadata"]["user-data"]
+    value = changed["metadata"][render.SERVING_METADATA_KEY]
+    assert "--max-model-len 128" in value
+    mark = len(world["network"].guest_attribute_writes())
+    started = time.monotonic()
+    world["network"].set_instance_attribute(render.SERVING_METADATA_KEY, value)
+    wait_for("vLLM serving with max_model_len 128", lambda: served_max_model_len(world) == 128, 900, vm)
+    report("serving change: new metadata value to vLLM serving it", time.monotonic() - started)
+    assert len(vm.boots) == boots and vm.running(), "the same VM, not rebooted"
+    assert vm.exec("cat", render.VLLM_ENV).stdout == value
+    assert "serving values changed" in vm.journal("gemma4-t4-serving-watch")
+    wait_for("the phase 'serving' again", lambda: guest_attributes(world).get("phase") == "serving" and any(
+        w["key"] == "gemma4-t4/history" for w in world["network"].guest_attribute_writes()[mark:]), 180, vm)
+    assert phase_history(world)[-2:] == ["loading", "serving"]
+    assert_within_the_guest_attributes_rate(world)
 
 
 # --- boot 2: a reboot without network --------------------------------------------------------
@@ -373,6 +456,9 @@ def test_boot_3_replaced_vm_on_the_old_disk_through_a_driver_repo_outage(world):
                                                                   "FAILED at step 'nvidia driver'"), 900, vm)
     provision = vm.journal("gemma4-t4-provision")
     assert "developer.download.nvidia.com" in provision and "Provisioning retries by itself" in provision
+    wait_for("the failed step in the guest attributes", lambda: any(
+        w["key"] == "gemma4-t4/detail" and "step 'nvidia driver'" in w["value"]
+        for w in world["network"].guest_attribute_writes()), 300, vm)
     wait_for("a second provisioning attempt", lambda: vm.journal("gemma4-t4-provision").count(
         "provision: step 'nvidia driver'") >= 2, 300, vm)
     wait_for("the preflight's reason", lambda: in_journal(vm, "gemma4-vllm", "nvidia-smi does not answer"), 300, vm)

@@ -88,7 +88,8 @@ def test_construct_registers_what_the_python_api_registers(tmp_path):
         types = [r["type"] for r in result["construct"]]
         assert types[0] == TOKENS[case["component"]] and len(types) > 5
     vm = next(r for r in results[0]["construct"] if r["type"] == "gcp:compute/instance:Instance")
-    assert vm["inputs"]["zone"] == "us-central1-a" and "--max-model-len 8192" in vm["inputs"]["metadata"]["user-data"]
+    assert vm["inputs"]["zone"] == "us-central1-a"
+    assert "--max-model-len 8192" in vm["inputs"]["metadata"]["gemma4-t4-serving"]
 
 
 def test_a_refused_input_reaches_the_engine_as_an_input_error_with_the_fix():

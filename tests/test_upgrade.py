@@ -115,7 +115,7 @@ def test_every_resource_of_a_020_stack_is_matched_and_not_replaced(run_stack, st
         assert new is not None, f"{urn} would be deleted and created anew: no resource or alias matches it"
         if "inputs" in old and (stack, new.type, new.name) not in REPLACED_SINCE_020:
             # The guest (the VM's user-data and startup-script) changes between releases by design: a new
-            # guest replaces the VM (replace_on_changes metadata), never the retained data disk. Every other
+            # guest replaces the VM (metadata_startup_script, ForceNew), never the retained data disk. Every other
             # input must stay as 0.2.0 made it: inputs_sha256_without_metadata is the VM's hash without its
             # metadata, derived after 993f7fa (where the full inputs_sha256 still matched) by commits that
             # changed only the guest.

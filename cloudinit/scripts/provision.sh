@@ -16,6 +16,10 @@ lib=/usr/local/lib/gemma4-t4
 log() { echo "provision: $*"; }
 export DEBIAN_FRONTEND=noninteractive
 
+# phase PHASE [DETAIL]: the boot's phase for a person without SSH (guest attributes, published by
+# gemma4-t4-progress.service); it never fails a step.
+phase() { python3 "$lib/guest_attributes.py" phase "$@" || true; }
+
 # step NAME FIX COMMAND...: run one step; on failure say which step failed and what to do.
 step() {
   local name=$1 fix=$2 rc=0
@@ -25,6 +29,7 @@ step() {
   if [ "$rc" -ne 0 ]; then
     echo "provision: FAILED at step '$name' (exit $rc). Fix: $fix." \
       "Provisioning retries by itself; to retry now: sudo systemctl restart gemma4-t4-provision" >&2
+    phase failed "step '$name' (exit $rc), retried every 30 s. Fix: $fix"
     exit "$rc"
   fi
 }
@@ -86,6 +91,7 @@ service_user() {
   install -d -o "$SERVICE_USER" -g "$SERVICE_USER" "$DATA_MOUNT/cache/tmp"
 }
 
+phase provision "data disk, service user, packages, swap"
 driver_fix="check that the VM reaches $CUDA_REPO_URL (egress through its external address) and the Debian archive; see the apt output above"
 step "data disk" "attach the data disk as device '${DATA_DEVICE##*/google-}'; never format a disk with data by hand" \
   "$lib/setup-data-disk.sh" "$DATA_DEVICE" "$DATA_MOUNT"
@@ -94,7 +100,9 @@ step "dpkg" "run 'sudo dpkg --configure -a' and read its errors" dpkg_recover
 step "packages" "check that the VM reaches the Debian archive (apt-get update)" packages
 step "swap" "free space on $DATA_MOUNT, or gemma4-t4:swapSizeGb" "$lib/setup-swap.sh" "$DATA_MOUNT/swapfile" "$SWAP_SIZE_GB"
 rm -f "$REBOOT_FLAG"
+phase driver "NVIDIA driver $DRIVER_BRANCH (a DKMS build on the first boot)"
 step "nvidia driver" "$driver_fix" "$lib/install-driver.sh"
+phase vllm-install "vLLM's wheels from $VLLM_LOCK into $VENV"
 step "vllm" "check that the VM reaches PyPI; the lock is $VLLM_LOCK" "$lib/install-vllm.sh"
 
 if [ -f "$REBOOT_FLAG" ]; then
@@ -105,10 +113,12 @@ if [ -f "$REBOOT_FLAG" ]; then
   if [ "$count" -ge 2 ]; then
     echo "provision: FAILED at step 'nvidia driver': not loaded after $count reboots. Fix: read 'journalctl -k'" \
       "and 'dkms status'; the kernel may lack headers (see above)" >&2
+    phase failed "step 'nvidia driver': not loaded after $count reboots. Fix: read 'journalctl -k' and 'dkms status'"
     exit 1
   fi
   echo $((count + 1)) >"$count_file"
   log "rebooting to load the NVIDIA driver (reboot $((count + 1)) of at most 2)"
+  phase reboot "loading the NVIDIA driver (reboot $((count + 1)) of at most 2)"
   systemctl reboot
   exit 0
 fi

@@ -202,6 +202,21 @@ class Network:
         path = self.state / "requests.log"
         return path.read_text().splitlines() if path.exists() else []
 
+    def set_instance_attribute(self, key: str, value: str) -> None:
+        """Change one of the instance's metadata values, as `pulumi up` does (setMetadata, the VM running)."""
+        config = json.loads((self.state / "config.json").read_text())
+        path = self.state / "instance-attributes.json"
+        attributes = json.loads(path.read_text()) if path.exists() else config["metadata"]["instance"]["attributes"]
+        attributes[key] = value
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(attributes))
+        partial.rename(path)
+
+    def guest_attribute_writes(self) -> list[dict]:
+        """Every guest attribute the VM wrote, oldest first: {"t": epoch seconds, "key": "NS/KEY", "value": ...}."""
+        path = self.state / "guest-attributes.log"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
     def close(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()

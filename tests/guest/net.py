@@ -5,7 +5,17 @@
 Listens inside the namespace (sockets keep the namespace they were made in) and serves:
 - 169.254.169.254:80, GCE's metadata server: the instance's metadata, only with the
   `Metadata-Flavor: Google` header, answering with it (what cloud-init's GCE datasource and
-  Google's guest agent read);
+  Google's guest agent read), with an ETag on every value and `?wait_for_change=true` (with
+  `last_etag`, `timeout_sec`) as Google documents them ("View and query VM metadata",
+  https://cloud.google.com/compute/docs/metadata/querying-metadata; the guest agent's client,
+  GoogleCloudPlatform/guest-agent metadata/metadata.go, reads the `etag` header and sends it back as
+  last_etag). The test changes an instance attribute through `instance-attributes.json` in the state
+  directory, as `pulumi up` does with setMetadata. Guest attributes ("Setting and querying guest
+  attributes", https://cloud.google.com/compute/docs/metadata/manage-guest-attributes): a PUT to
+  instance/guest-attributes/NAMESPACE/KEY is kept (guest-attributes.json, and each write with its time
+  in guest-attributes.log) when the instance's metadata has enable-guest-attributes=TRUE; without it
+  the server answers 403 "Guest attributes endpoint access is disabled." (the text clients test for,
+  e.g. salrashid123/gce_metadata_server's README transcript);
 - 127.0.0.2:80, deb.debian.org: a pass-through to the Debian mirror this machine's apt uses;
 - 127.0.0.3:443, developer.download.nvidia.com over TLS (a test CA the guest trusts): the
   fake NVIDIA repository the test built;
@@ -20,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import hashlib
 import http.server
 import json
 import os
@@ -29,6 +40,7 @@ import socket
 import ssl
 import sys
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -48,11 +60,37 @@ def setns(path: str | int) -> None:
             os.close(fd)
 
 
+GUEST_ATTRIBUTES_OFF = b"Guest attributes endpoint access is disabled.\n"
+
+
 class World:
     def __init__(self, config: dict):
         self.config = config
         self.state = Path(config["state_dir"])
         self.log_lock = threading.Lock()
+        self.guest_attributes: dict[str, dict[str, str]] = {}
+
+    def metadata(self) -> dict:
+        """The metadata tree now: the instance's attributes as the test last set them, and its guest attributes."""
+        tree = json.loads(json.dumps(self.config["metadata"]))
+        overrides = self.state / "instance-attributes.json"
+        if overrides.exists():
+            tree["instance"]["attributes"] = json.loads(overrides.read_text())
+        with self.log_lock:
+            tree["instance"]["guest-attributes"] = json.loads(json.dumps(self.guest_attributes))
+        return tree
+
+    def guest_attributes_on(self) -> bool:
+        tree = self.metadata()
+        return "TRUE" in (str(tree["instance"]["attributes"].get("enable-guest-attributes", "")).upper(),
+                          str(tree["project"]["attributes"].get("enable-guest-attributes", "")).upper())
+
+    def put_guest_attribute(self, namespace: str, key: str, value: str) -> None:
+        with self.log_lock:
+            self.guest_attributes.setdefault(namespace, {})[key] = value
+            (self.state / "guest-attributes.json").write_text(json.dumps(self.guest_attributes))
+            with (self.state / "guest-attributes.log").open("a") as f:
+                f.write(json.dumps({"t": time.time(), "key": f"{namespace}/{key}", "value": value}) + "\n")
 
     def down(self, service: str) -> bool:
         if service == "metadata":
@@ -93,10 +131,23 @@ def handler_for(world: World, service: str):
 
         do_HEAD = do_GET
 
-        def do_PUT(self):  # cloud-init publishes host keys as guest attributes
+        def do_PUT(self):  # cloud-init publishes host keys as guest attributes; gemma4-t4 its boot's phase
             length = int(self.headers.get("Content-Length") or 0)
-            self.rfile.read(length)
-            self.send(200 if service == "metadata" else 405, b"")
+            body = self.rfile.read(length)
+            prefix = "/computeMetadata/v1/instance/guest-attributes/"
+            path = urllib.parse.urlsplit(self.path).path
+            if service != "metadata":
+                self.send(405, b"")
+            elif not path.startswith(prefix):
+                self.send(200, b"")
+            elif self.headers.get("Metadata-Flavor") != "Google":
+                self.send(403, b"Missing Metadata-Flavor:Google header.\n", {"Metadata-Flavor": "Google"})
+            elif not world.guest_attributes_on():
+                self.send(403, GUEST_ATTRIBUTES_OFF, {"Metadata-Flavor": "Google"})
+            else:
+                namespace, _, key = path.removeprefix(prefix).partition("/")
+                world.put_guest_attribute(namespace, key, body.decode())
+                self.send(200, b"", {"Metadata-Flavor": "Google"})
 
         # --- GCE metadata ---------------------------------------------------------------
         def get_metadata(self):
@@ -110,19 +161,36 @@ def handler_for(world: World, service: str):
                 self.send(404, b"Not Found\n", flavor)
                 return
             parts = [p for p in url.path.removeprefix("/computeMetadata/v1/").split("/") if p]
-            node = world.config["metadata"]
+            answer = self.answer(parts, query)
+            if query.get("wait_for_change", [""])[0] == "true" and answer is not None:
+                # Answers when the value's ETag is not last_etag (at once if it already differs), or
+                # after timeout_sec with the value as it is.
+                last = query.get("last_etag", [answer[2]])[0]
+                deadline = time.monotonic() + float(query.get("timeout_sec", ["3600"])[0])
+                while answer is not None and answer[2] == last and time.monotonic() < deadline:
+                    time.sleep(0.25)
+                    answer = self.answer(parts, query)
+            if answer is None:
+                self.send(404, b"Not Found\n", flavor)
+                return
+            body, content_type, etag = answer
+            self.send(200, body, {**flavor, "Content-Type": content_type, "ETag": etag})
+
+        def answer(self, parts: list[str], query: dict) -> tuple[bytes, str, str] | None:
+            """(body, content type, ETag) of the metadata at PARTS, None where there is none."""
+            node = world.metadata()
             for part in parts:
                 if not isinstance(node, dict) or part not in node:
-                    self.send(404, b"Not Found\n", flavor)
-                    return
+                    return None
                 node = node[part]
             if query.get("recursive", [""])[0] == "true" or query.get("alt", [""])[0] == "json":
-                self.send(200, json.dumps(node).encode(), {**flavor, "Content-Type": "application/json"})
+                body, content_type = json.dumps(node).encode(), "application/json"
             elif isinstance(node, dict):
-                listing = "".join(f"{k}/\n" if isinstance(v, dict) else f"{k}\n" for k, v in node.items())
-                self.send(200, listing.encode(), {**flavor, "Content-Type": "text/plain"})
+                body = "".join(f"{k}/\n" if isinstance(v, dict) else f"{k}\n" for k, v in node.items()).encode()
+                content_type = "text/plain"
             else:
-                self.send(200, str(node).encode(), {**flavor, "Content-Type": "text/plain"})
+                body, content_type = str(node).encode(), "text/plain"
+            return body, content_type, hashlib.sha256(body).hexdigest()[:16]
 
         # --- Debian: a pass-through to the host's mirror -----------------------------------
         def get_debian(self):

@@ -1,0 +1,160 @@
+#!/usr/bin/python3
+"""gemma4-t4-progress.service: the boot's phase, published as guest attributes (guest_attributes.py).
+
+provision.sh records its own phases (provision, driver, reboot, vllm-install, failed). Once provisioning is
+done, this reads vLLM's: model-download (bytes in the model's Hub cache so far, of the checkpoint's size when
+the plan knew it), loading (weights, compile, CUDA graphs: /health does not answer 200 yet), serving (it
+does), failed (the service exited and waits to retry: its last line). Every few seconds it publishes what
+changed, within the guest attributes' rate.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # guest_attributes.py is installed beside it
+import guest_attributes
+
+VLLM_UNIT = "gemma4-vllm.service"
+PROVISION_UNIT = "gemma4-t4-provision.service"
+VLLM_ENV = "/etc/gemma4-t4/vllm.env"
+POLL_S = 5
+GB = 1e9
+
+
+def read_env(path: str) -> dict[str, str]:
+    values = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                key, sep, value = line.strip().partition("=")
+                if sep and not key.startswith("#"):
+                    values[key] = value
+    except OSError:
+        pass
+    return values
+
+
+def flag(args: list[str], name: str) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def hub_repo(hf_home: str, model: str) -> str | None:
+    """The Hub cache folder huggingface_hub downloads MODEL into; None for a local path."""
+    if not model or model.startswith("/"):
+        return None
+    return os.path.join(hf_home, "hub", "models--" + model.replace("/", "--"))
+
+
+def blob_bytes(repo: str) -> tuple[int, bool]:
+    """(bytes in the repo's blobs, partial downloads included; whether a download is under way)."""
+    total, partial = 0, False
+    try:
+        entries = list(os.scandir(os.path.join(repo, "blobs")))
+    except OSError:
+        return 0, False
+    for entry in entries:
+        try:
+            total += entry.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
+        partial = partial or entry.name.endswith(".incomplete")
+    return total, partial
+
+
+def download_detail(done: int, expected: int) -> str:
+    if expected > 0:
+        return f"{done / GB:.1f} of {expected / GB:.1f} GB"
+    return f"{done / GB:.1f} GB so far"
+
+
+def unit_state(unit: str) -> dict[str, str]:
+    out = subprocess.run(["systemctl", "show", unit, "-p", "ActiveState,SubState,Result"],
+                         capture_output=True, text=True).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def last_line(unit: str) -> str:
+    """The service's own last line (not systemd's), e.g. the preflight's reason or a traceback's end."""
+    out = subprocess.run(["journalctl", f"_SYSTEMD_UNIT={unit}", "-n", "1", "-o", "cat", "--no-pager"],
+                         capture_output=True, text=True).stdout.strip()
+    return out.splitlines()[-1] if out else ""
+
+
+def healthy(port: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+class Watch:
+    def __init__(self) -> None:
+        self.last_bytes = -1
+        # A start that failed: its retries (the preflight again) are still "failed", until vLLM runs.
+        self.failure: str | None = None
+
+    def phase(self) -> tuple[str, str] | None:
+        """vLLM's phase and its detail now; None while provisioning runs (it records its own)."""
+        if unit_state(PROVISION_UNIT).get("ActiveState") != "active":
+            return None
+        env = read_env(VLLM_ENV)
+        args = shlex.split(env.get("VLLM_ARGS", ""))
+        model = flag(args, "--model") or "the model"
+        if healthy(flag(args, "--port") or "8000"):
+            self.failure = None
+            return "serving", f"{model}, max-model-len {flag(args, '--max-model-len') or 'default'}"
+        vllm = unit_state(VLLM_UNIT)
+        if vllm.get("ActiveState") == "failed" or vllm.get("SubState") == "auto-restart":
+            self.failure = (f"vLLM did not start: {last_line(VLLM_UNIT)} (it retries every 30 s; "
+                            "journalctl -u gemma4-vllm)")
+            return "failed", self.failure
+        if vllm.get("ActiveState") not in ("active", "activating"):
+            return None
+        if vllm.get("SubState") == "running":
+            self.failure = None
+        elif self.failure:
+            return "failed", self.failure
+        repo = hub_repo(env.get("HF_HOME", ""), model)
+        if repo and vllm.get("SubState") == "running":
+            done, partial = blob_bytes(repo)
+            expected = int(env.get("CHECKPOINT_BYTES") or 0)
+            growing, self.last_bytes = done > self.last_bytes >= 0, done
+            if partial or (growing and done < expected):
+                return "model-download", f"{model}: {download_detail(done, expected)}"
+        if vllm.get("SubState") == "start-pre":
+            return "loading", "checking the driver, torch and the Turing clamp before vLLM starts"
+        return "loading", f"loading {model}: weights, compile, CUDA graphs"
+
+
+def tick(watch: Watch, now: float) -> None:
+    seen = watch.phase()
+    if seen is not None:
+        phase, detail = seen
+        with guest_attributes._locked_state() as state:
+            if state.get("phase") != phase or state.get("detail") != guest_attributes.one_line(detail):
+                guest_attributes.record_phase(state, phase, detail, now)
+    guest_attributes.publish(now)
+
+
+def main() -> None:
+    watch = Watch()
+    while True:
+        tick(watch, time.time())
+        time.sleep(POLL_S)
+
+
+if __name__ == "__main__":
+    main()
