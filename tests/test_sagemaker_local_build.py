@@ -65,6 +65,19 @@ def test_local_builds_without_codebuild_and_the_model_runs_its_digest(run_stack)
 
 
 @pytest.mark.components
+def test_the_cost_has_no_codebuild_minutes_and_says_where_the_build_runs(run_stack):
+    from gemma4_t4.clouds.sagemaker import LOCAL_BUILD_NOTE, SAGEMAKER
+    from gemma4_t4.core.cost import CostEstimate
+
+    local, codebuild = CostEstimate("sagemaker-t4", "sagemaker", 0.0, 0.0), CostEstimate("s", "sagemaker", 0.0, 0.0)
+    SAGEMAKER.cost(run_stack("sagemaker-t4", "imageBuilder=local"), local)
+    SAGEMAKER.cost(run_stack("sagemaker-t4"), codebuild)
+    assert [i.name for i in local.extras] == ["image in ECR while the stack is up"]
+    assert "image build (CodeBuild)" in [i.name for i in codebuild.extras]
+    assert LOCAL_BUILD_NOTE in local.notes and LOCAL_BUILD_NOTE not in codebuild.notes
+
+
+@pytest.mark.components
 def test_a_named_tool_is_handed_to_the_step(run_stack):
     step = run_stack("sagemaker-t4", "imageBuilder=buildah").one(COMMAND, STEP)
     assert json.loads(step.inputs["environment"][local_build.SETTINGS_ENV])["builder"] == "buildah"
