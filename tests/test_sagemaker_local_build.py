@@ -220,34 +220,38 @@ def test_buildah_builds_the_image_pushes_it_and_the_next_up_reuses_it(moto, acco
     base_digest = base.headers["docker-content-digest"]
     account.put_image(repositoryName="vllm", imageManifest=base.text, imageTag=base_tag, imageDigest=base_digest)
 
-    override = json.dumps({"registry": registry, "build_args": {"SM75_GATE_ARGS": "--allow-cpu-torch"}})
-    env = {"BUILDAH_ISOLATION": BUILDAH_ENV["BUILDAH_ISOLATION"], "STORAGE_DRIVER": BUILDAH_ENV["STORAGE_DRIVER"],
-           "HOME": os.environ.get("HOME", "/root"), local_build.TEST_OVERRIDE_ENV: override}
-    # Only buildah on PATH (and what it runs): the local builder finds it.
-    tools = tmp_path / "bin"
-    tools.mkdir()
-    (tools / "buildah").symlink_to(buildah)
-    path = f"{tools}:/usr/sbin:/usr/bin:/sbin:/bin"
-    result = step(moto, request(base_digest_pin=base_digest[:15]), path=path, **env)
-    assert result.returncode == 0, result.stderr[-4000:]
-    log = result.stderr
-    # Built FROM the base by its digest, with the clamp's gates inside the build, by buildah.
-    assert f"local-build: base image: {ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/vllm@{base_digest}" in log
-    assert f"BASE_IMAGE={host}/vllm@{base_digest}" in log and "local-build: buildah bud" in log
-    assert f"turing_clamp check: OK: vLLM {VLLM}" in log
-    # Pushed under the content tag as a Docker v2 schema 2 manifest: the digest printed is the registry's.
-    pushed = registry_manifest(registry, "gemma4-t4-repo", TAG)
-    assert pushed.headers["content-type"] == catalog.SAGEMAKER_MANIFEST_TYPE
-    assert result.stdout == pushed.headers["docker-content-digest"] + "\n"
-    # The base's entrypoint kept: the image SageMaker would start is the base's container plus the clamp.
-    config_digest = pushed.json()["config"]["digest"]
-    config = httpx.get(f"{registry}/v2/gemma4-t4-repo/blobs/{config_digest}", timeout=60).json()["config"]
-    assert config["Entrypoint"] == ["/usr/local/bin/sagemaker-entrypoint.sh"] and config["Cmd"] == ["serve"]
-    # The next `up`: ECR lists the pushed image (as it does after a push), so the step reuses it, building nothing.
-    account.put_image(repositoryName="gemma4-t4-repo", imageManifest=pushed.text, imageTag=TAG,
-                      imageDigest=pushed.headers["docker-content-digest"])
-    again = step(moto, request(), path=path, **env)
-    assert again.returncode == 0 and again.stdout == result.stdout and "already built" in again.stderr
-    assert "buildah bud" not in again.stderr
-    subprocess.run([buildah, "rmi", "--force", f"{host}/gemma4-t4-repo:{TAG}"], env=BUILDAH_ENV, capture_output=True)
-    shutil.rmtree(tmp_path / "registry", ignore_errors=True)
+    try:
+        override = json.dumps({"registry": registry, "build_args": {"SM75_GATE_ARGS": "--allow-cpu-torch"}})
+        env = {"BUILDAH_ISOLATION": BUILDAH_ENV["BUILDAH_ISOLATION"], "STORAGE_DRIVER": BUILDAH_ENV["STORAGE_DRIVER"],
+               "HOME": os.environ.get("HOME", "/root"), local_build.TEST_OVERRIDE_ENV: override}
+        # Only buildah on PATH (and what it runs): the local builder finds it.
+        tools = tmp_path / "bin"
+        tools.mkdir()
+        (tools / "buildah").symlink_to(buildah)
+        path = f"{tools}:/usr/sbin:/usr/bin:/sbin:/bin"
+        result = step(moto, request(base_digest_pin=base_digest[:15]), path=path, **env)
+        assert result.returncode == 0, result.stderr[-4000:]
+        log = result.stderr
+        # Built FROM the base by its digest, with the clamp's gates inside the build, by buildah.
+        assert f"local-build: base image: {ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/vllm@{base_digest}" in log
+        assert f"BASE_IMAGE={host}/vllm@{base_digest}" in log and "local-build: buildah bud" in log
+        assert f"turing_clamp check: OK: vLLM {VLLM}" in log
+        # Pushed under the content tag as a Docker v2 schema 2 manifest: the digest printed is the registry's.
+        pushed = registry_manifest(registry, "gemma4-t4-repo", TAG)
+        assert pushed.headers["content-type"] == catalog.SAGEMAKER_MANIFEST_TYPE
+        assert result.stdout == pushed.headers["docker-content-digest"] + "\n"
+        # The base's entrypoint kept: the image SageMaker would start is the base's container plus the clamp.
+        config_digest = pushed.json()["config"]["digest"]
+        config = httpx.get(f"{registry}/v2/gemma4-t4-repo/blobs/{config_digest}", timeout=60).json()["config"]
+        assert config["Entrypoint"] == ["/usr/local/bin/sagemaker-entrypoint.sh"] and config["Cmd"] == ["serve"]
+        # The next `up`: ECR lists the pushed image (as it does after a push), so the step reuses it, building nothing.
+        account.put_image(repositoryName="gemma4-t4-repo", imageManifest=pushed.text, imageTag=TAG,
+                          imageDigest=pushed.headers["docker-content-digest"])
+        again = step(moto, request(), path=path, **env)
+        assert again.returncode == 0 and again.stdout == result.stdout and "already built" in again.stderr
+        assert "buildah bud" not in again.stderr
+    finally:
+        # The names this test gave: the image built, and the base as pulled (its layers stay, the stand-in's).
+        for name in (f"{host}/gemma4-t4-repo:{TAG}", f"{host}/vllm@{base_digest}"):
+            subprocess.run([buildah, "rmi", name], env=BUILDAH_ENV, capture_output=True)
+        shutil.rmtree(tmp_path / "registry", ignore_errors=True)
