@@ -264,10 +264,13 @@ def test_buildah_builds_the_image_pushes_it_and_the_next_up_reuses_it(moto, acco
         pushed = registry_manifest(registry, "gemma4-t4-repo", TAG)
         assert pushed.headers["content-type"] == catalog.SAGEMAKER_MANIFEST_TYPE
         assert result.stdout == pushed.headers["docker-content-digest"] + "\n"
-        # The base's entrypoint kept: the image SageMaker would start is the base's container plus the clamp.
+        # What was pushed is what was built: the same image config (entrypoint, command, environment).
         config_digest = pushed.json()["config"]["digest"]
         config = httpx.get(f"{registry}/v2/gemma4-t4-repo/blobs/{config_digest}", timeout=60).json()["config"]
-        assert config["Entrypoint"] == ["/usr/local/bin/sagemaker-entrypoint.sh"] and config["Cmd"] == ["serve"]
+        built = json.loads(subprocess.run([buildah, "inspect", "--type", "image", f"{host}/gemma4-t4-repo:{TAG}"],
+                                          env=BUILDAH_ENV, capture_output=True, text=True, check=True).stdout)
+        assert config["Entrypoint"] == built["OCIv1"]["config"]["Entrypoint"] and config["Entrypoint"]
+        assert config.get("Cmd") == built["OCIv1"]["config"].get("Cmd")
         # The next `up`: ECR lists the pushed image (as it does after a push), so the step reuses it, building nothing.
         account.put_image(repositoryName="gemma4-t4-repo", imageManifest=pushed.text, imageTag=TAG,
                           imageDigest=pushed.headers["docker-content-digest"])
