@@ -22,15 +22,16 @@ _WHERE = {
     "TuringImage": ".image_build", "TuringImageArgs": ".image_build",
     "MemoryPlan": ".base", "ServingArgs": ".base", "InvalidArgs": ".base",
     "DType": ".config", "OnHostMaintenance": ".config", "TerminationAction": ".config", "ScalingMetric": ".config",
+    "ImageBuilder": ".config",
 }
 
-__all__ = ["DType", "GceT4Server", "GceT4ServerArgs", "InvalidArgs", "MemoryPlan", "OnHostMaintenance",
+__all__ = ["DType", "GceT4Server", "GceT4ServerArgs", "ImageBuilder", "InvalidArgs", "MemoryPlan", "OnHostMaintenance",
            "SageMakerT4Endpoint", "SageMakerT4EndpointArgs", "ScalingMetric", "ServingArgs", "TerminationAction",
            "TuringImage", "TuringImageArgs"]
 
 if TYPE_CHECKING:
     from .base import InvalidArgs, MemoryPlan, ServingArgs
-    from .config import DType, OnHostMaintenance, ScalingMetric, TerminationAction
+    from .config import DType, ImageBuilder, OnHostMaintenance, ScalingMetric, TerminationAction
     from .gce import GceT4Server, GceT4ServerArgs
     from .image_build import TuringImage, TuringImageArgs
     from .sagemaker import SageMakerT4Endpoint, SageMakerT4EndpointArgs

@@ -1,4 +1,5 @@
-"""The clamped vLLM image, built by AWS CodeBuild into a private ECR repository.
+"""The clamped vLLM image, built by AWS CodeBuild (or, with imageBuilder local, on the machine that runs
+`pulumi up`: components/scripts/local_build.py) into a private ECR repository.
 
 The 8 GB base image never touches the user's disk: the build context (turing/'s Dockerfile,
 buildspec, gate and clamp) goes to a private S3 bucket, CodeBuild builds and pushes, and the build
@@ -27,7 +28,7 @@ from . import guest
 from . import provider_answers as answers
 from .aws_iam import service_role
 from .base import provider_for, refusals, type_token, with_alias
-from .config.schema import AWS_REGION
+from .config.schema import AWS_REGION, ImageBuilder
 
 APP = "gemma4-t4"
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
@@ -38,6 +39,8 @@ LEGACY_TYPE = "gemma4-t4:aws:TuringImage"
 # between machines re-runs the step on the next `up`; the step then finds its image already built
 # and prints the same digest, so nothing downstream changes.
 BUILD_STEP = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.codebuild_run"
+LOCAL_BUILD_STEP = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.local_build"
+
 CODEBUILD_IMAGE = "aws/codebuild/amazonlinux2-x86_64-standard:5.0"
 
 
@@ -77,6 +80,10 @@ class TuringImageArgs(TypedDict, total=False):
     """With keepImages, the repository is gemma4-t4/PREFIX. Default: STACK-NAME."""
     tags: dict[str, str]
     """Tags on every resource, besides app=gemma4-t4."""
+    image_builder: ImageBuilder
+    """Who builds the image: codebuild (AWS CodeBuild, the default), or local (the machine that runs `pulumi up`, with
+    the first of docker, podman and buildah found; or docker, podman or buildah to choose one), for an account
+    CodeBuild refuses ("Cannot have more than 0 builds in queue"). Same image, repository and tag either way."""
     build_environment: pulumi.Input[dict[str, str]]
     """Environment of the build step's AWS client (AWS_REGION, AWS_PROFILE, keys...): the credentials of the
     account the resources are made in. Default: AWS_REGION alone (the rest from the environment)."""
@@ -126,7 +133,8 @@ def refuse_unkeeping(name: str, region: str, invoke: pulumi.InvokeOptions) -> No
 
 class TuringImage(pulumi.ComponentResource):
     """The AWS vLLM SageMaker container with the Turing clamp, built by AWS CodeBuild into a private ECR
-    repository (the base image never touches this machine), tagged by a hash of its build context."""
+    repository (the base image never touches this machine), or with imageBuilder local on this machine into the
+    same repository; tagged by a hash of its build context."""
 
     repository_url: pulumi.Output[str]
     """The private ECR repository's URL."""
@@ -145,11 +153,11 @@ class TuringImage(pulumi.ComponentResource):
         kept = fixed_name if keep_images else None
         with refusals(TuringImageArgs.__name__):
             base_image, region = check_image_args(args)
+            builder = check_builder(args.get("image_builder") or ImageBuilder.CODEBUILD)
             adopt = kept if kept and kept_repository_exists(kept, invoke) else None
             if not keep_images:
                 refuse_unkeeping(fixed_name, region, invoke)
         super().__init__(type_token(TuringImage), name, None, with_alias(opts, LEGACY_TYPE))
-        child = pulumi.ResourceOptions(parent=self)
         # What the component was made to wait for (e.g. an account check): the upload and the build wait too,
         # since a component's depends_on does not hold back its children.
         after = list(opts.depends_on) if opts and isinstance(opts.depends_on, list) else []
@@ -166,6 +174,34 @@ class TuringImage(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep_images, import_=adopt),
         )
+        build_environment = pulumi.Output.from_input(args.get("build_environment") or {})
+        if builder == ImageBuilder.CODEBUILD:
+            self.build = self._codebuild(name, tag, base_image, region, repository, tags, after, build_environment)
+        else:
+            request = pulumi.Output.json_dumps({
+                "repository": repository.name, "repository_url": repository.repository_url, "tag": tag,
+                "base_image": base_image, "base_digest_pin": base_digest_pin(base_image), "builder": builder.value})
+            self.build = command.local.Command(
+                f"{name}-local-build",
+                create=LOCAL_BUILD_STEP,
+                environment=pulumi.Output.all(build_environment, request).apply(
+                    lambda given: {"AWS_REGION": region, **given[0], "GEMMA4_T4_LOCAL_BUILD": given[1]}),
+                triggers=[tag],
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[repository, *after]),
+            )
+        self.tag = pulumi.Output.from_input(tag)
+        self.repository_url = repository.repository_url
+        self.repository_arn = repository.arn
+        self.image_uri = pulumi.Output.concat(repository.repository_url, "@", self.build.stdout)
+        self.register_outputs({"repository_url": self.repository_url, "repository_arn": self.repository_arn,
+                               "image_uri": self.image_uri, "tag": self.tag})
+
+    def _codebuild(self, name: str, tag: str, base_image: str, region: str, repository: aws.ecr.Repository,
+                   tags: dict[str, str], after: list, build_environment: pulumi.Output[dict[str, str]]
+                   ) -> command.local.Command:
+        """The build context in a private bucket, a CodeBuild project with a role that may read it, pull the base
+        and push to REPOSITORY, and the step that starts the build and waits for it (codebuild_run)."""
+        child = pulumi.ResourceOptions(parent=self)
         bucket = aws.s3.Bucket(f"{name}-context", force_destroy=True, tags=tags, opts=child)
         aws.s3.BucketPublicAccessBlock(f"{name}-context-private", bucket=bucket.id, block_public_acls=True,
                                        block_public_policy=True, ignore_public_acls=True,
@@ -231,21 +267,15 @@ class TuringImage(pulumi.ComponentResource):
             "source_location": pulumi.Output.concat(bucket.id, "/", context.key),
             "base_image": base_image, "base_digest_pin": base_digest_pin(base_image),
             "role_name": role.name, "policy_name": role_policy.name})
-        self.build = command.local.Command(
+        return command.local.Command(
             f"{name}-codebuild-run",
             create=BUILD_STEP,
-            environment=pulumi.Output.all(pulumi.Output.from_input(args.get("build_environment") or {}), request)
+            environment=pulumi.Output.all(build_environment, request)
             .apply(lambda given: {"AWS_REGION": region, **given[0], "GEMMA4_T4_BUILD": given[1]}),
             triggers=[tag],
             # The policy too: a build started before its permissions exist fails with AccessDenied.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[project, context, role_policy, *after]),
         )
-        self.tag = pulumi.Output.from_input(tag)
-        self.repository_url = repository.repository_url
-        self.repository_arn = repository.arn
-        self.image_uri = pulumi.Output.concat(repository.repository_url, "@", self.build.stdout)
-        self.register_outputs({"repository_url": self.repository_url, "repository_arn": self.repository_arn,
-                               "image_uri": self.image_uri, "tag": self.tag})
 
 
 def default_prefix(name: str) -> str:
@@ -267,6 +297,14 @@ def check_image_args(args: TuringImageArgs) -> tuple[str, str]:
     return base_image, region
 
 
+
+
+def check_builder(builder: str) -> ImageBuilder:
+    try:
+        return ImageBuilder(builder)
+    except ValueError:
+        raise ConfigError("imageBuilder", f"{builder!r} is not one of {', '.join(ImageBuilder)}",
+                          Set("imageBuilder", ImageBuilder.LOCAL.value)) from None
 
 
 def base_digest_pin(base_image: str) -> str:

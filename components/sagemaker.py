@@ -33,7 +33,7 @@ from gemma4_t4.errors import ConfigError, Set
 
 from .aws_iam import service_role
 from .base import MemoryPlan, ServingArgs, T4ServingComponent, provider_for, refusals, type_token, with_alias
-from .config import SageMakerT4EndpointSettings, ScalingMetric, validate
+from .config import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, validate
 from .image_build import TuringImage, image_tag, kept_repository_name, refuse_unkeeping
 from .serving import check_serving
 
@@ -110,6 +110,10 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     """Model download time limit, s."""
     keep_images: bool
     """Keep the ECR repository and its images after the component is deleted (gemma4-t4/PREFIX)."""
+    image_builder: ImageBuilder
+    """Who builds the image: codebuild (AWS CodeBuild), or local (this machine, with the first of docker, podman and
+    buildah found; docker, podman or buildah to choose), for an account CodeBuild refuses ("Cannot have more than 0
+    builds in queue"): the same image into the same repository under the same tag."""
     endpoint_ttl: str
     """Cost guard: how long the endpoint may stay up once in service (8h, 90m, 1d12h); EventBridge Scheduler
     then deletes it."""
@@ -256,7 +260,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
         image = TuringImage(f"{name}-image", {
             "base_image": settings.base_image, "vllm_version": catalog.PINS["vllm.sagemaker"], "region": region,
             "keep_images": settings.keep_images, "name_prefix": settings.name_prefix or default_prefix(name),
-            "tags": settings.labels, "build_environment": aws_environment},
+            "tags": settings.labels, "build_environment": aws_environment, "image_builder": settings.image_builder},
             # The upload and the build wait for the account check: nothing bills before it passed.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[account_check]))
 
@@ -365,7 +369,9 @@ class SageMakerT4Endpoint(T4ServingComponent):
         build (gemma4_t4/clouds/aws_account_check.py). It runs again when what sizes the endpoint changes."""
         request = json.dumps({"stack": pulumi.get_stack(), "instance_type": settings.instance_type,
                               "instances": settings.instance_count, "most": settings.instances_max,
-                              "compute_type": catalog.CODEBUILD_COMPUTE_TYPE,
+                              # No CodeBuild quota to check when the image is built here.
+                              "compute_type": catalog.CODEBUILD_COMPUTE_TYPE
+                              if settings.image_builder == ImageBuilder.CODEBUILD else "",
                               "tag": image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image)})
         return command.local.Command(
             f"{name}-account-check",

@@ -106,11 +106,13 @@ def test_a_failed_build_fails_with_its_id_phase_message_and_log_link(moto, accou
 # aws-samples/aws-simple-streaming-webapp#8 (2022-05-27); PRE_BUILD's command failure as CodeBuild words it
 # ("Phase context status code: COMMAND_EXECUTION_ERROR Message: Error while executing command: aws ecr
 # get-login-password ... Reason: exit status 1", a published CodeBuild log of 2024-02-19 whose role lacked
-# ecr:GetAuthorizationToken), here for the buildspec's login command.
+# ecr:GetAuthorizationToken), here for the buildspec's login command: exit status 3 is ecr-login.sh's own for a
+# login still refused for permissions after its retries, 1 for any other failure.
 S3_REFUSED = ("AccessDenied: Access Denied status code: 403, request id: D18C063FBD, host id: q8QSdgeMXd9GzqiHAn9aR7e"
               "+Qh5TNjYfRjbXxQP73FZbZWjFj78IXQ= for primary source and source version arn:aws:s3:::bucket/context/x.zip")
 LOGIN_REFUSED = ('Error while executing command: bash ecr-login.sh "$base_region" "$base_registry". '
-                 "Reason: exit status 1")
+                 f"Reason: exit status {codebuild_run.LOGIN_DENIED_STATUS}")
+LOGIN_FAILED = 'Error while executing command: bash ecr-login.sh "$AWS_REGION" "${TARGET_REPO%%/*}". Reason: exit status 1'
 
 
 def test_a_build_refused_before_the_policy_propagated_is_started_again(moto, account):
@@ -129,6 +131,17 @@ def test_an_ecr_login_refused_in_pre_build_is_started_again(moto, account):
     assert len(account.started) == 2 and "was refused in PRE_BUILD" in result.stderr
 
 
+def test_an_ecr_login_that_failed_for_another_reason_is_not_started_again(moto, account):
+    """ecr-login.sh exits 1 for anything but a permission refusal (a registry that does not answer, a docker
+    login that fails): a new build would fail the same way."""
+    account.outcomes[:] = [Outcome(status="FAILED", phase="PRE_BUILD", status_code="COMMAND_EXECUTION_ERROR",
+                                   message=LOGIN_FAILED), Outcome(push=("gemma4-t4-repo", TAG))]
+    result = step(moto, request())
+    assert result.returncode == 1 and len(account.started) == 1
+    assert "FAILED in phase PRE_BUILD: COMMAND_EXECUTION_ERROR: Error while executing command: bash ecr-login.sh" \
+        in result.stderr
+
+
 def test_another_pre_build_failure_is_not_retried(moto, account):
     account.outcomes[:] = [Outcome(status="FAILED", phase="PRE_BUILD", status_code="COMMAND_EXECUTION_ERROR",
                                    message="Error while executing command: base_registry=x. Reason: exit status 1")]
@@ -137,13 +150,30 @@ def test_another_pre_build_failure_is_not_retried(moto, account):
     assert "FAILED in phase PRE_BUILD: COMMAND_EXECUTION_ERROR: Error while executing command" in result.stderr
 
 
-def test_a_new_accounts_build_limit_names_the_quota_and_its_fix(moto, account):
+def test_a_limit_of_0_builds_asks_for_a_support_case_and_offers_the_local_builder(moto, account):
+    """A new account's real limit: 0, whatever Service Quotas shows, which a quota request cannot raise."""
     account.refuse_start = ACCOUNT_LIMIT_MESSAGE
     result = step(moto, request())
     assert result.returncode == 1 and result.stdout == "" and account.started == []
-    assert (f"CodeBuild refused the build: {ACCOUNT_LIMIT_MESSAGE}. The account's \"Concurrently running builds "
-            "for Linux/Medium environment\" quota does not allow it") in result.stderr
-    assert "--service-code codebuild --quota-code L-2DC20C30 --desired-value 1" in result.stderr
+    assert (f"CodeBuild refused the build (AccountLimitExceededException: {ACCOUNT_LIMIT_MESSAGE}): CodeBuild lets "
+            f"this account run no Linux/Medium build at all in {REGION}") in result.stderr
+    assert "a quota request cannot raise it" in result.stderr and "--desired-value" not in result.stderr
+    # The Support case's text: the service, the region, the account, the limit.
+    assert "Service limit increase > CodeBuild" in result.stderr
+    assert (f"\"Account {ACCOUNT}, region {REGION}: StartBuild answers AccountLimitExceededException "
+            f"'{ACCOUNT_LIMIT_MESSAGE}'. Please raise the concurrent builds limit for Linux/Medium "
+            "(BUILD_GENERAL1_MEDIUM) from 0 to at least 1.\"") in result.stderr
+    assert result.stderr.rstrip().endswith("pulumi config set gemma4-t4:imageBuilder local && pulumi up")
+
+
+def test_a_full_build_queue_names_the_quota_and_does_not_ask_for_support(moto, account):
+    # source: the message as published with a limit of 1 (awslabs/landing-zone-accelerator-on-aws#361, 2023-12-18).
+    account.refuse_start = "Cannot have more than 1 builds in queue for the account"
+    result = step(moto, request())
+    assert result.returncode == 1 and account.started == []
+    assert "builds of this size are all running or queued" in result.stderr
+    assert "quota code L-2DC20C30" in result.stderr and "Support" not in result.stderr
+    assert "imageBuilder" not in result.stderr
 
 
 @pytest.mark.parametrize("media_type", ["application/vnd.oci.image.manifest.v1+json",

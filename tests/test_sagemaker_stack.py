@@ -18,6 +18,7 @@ from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.sagemaker import World as SageMakerWorld
 from gemma4_t4.components import image_build
 from gemma4_t4.components import provider_answers as answers
+from gemma4_t4.components.scripts import codebuild_run
 from gemma4_t4.core.plan import SECRET_PLACEHOLDER
 
 pytestmark = pytest.mark.components
@@ -427,7 +428,8 @@ def test_the_ecr_login_is_retried_while_the_role_propagates(tmp_path):
 def test_the_ecr_login_gives_up_after_its_tries_and_at_once_on_another_error(tmp_path):
     env = fake_tools(tmp_path, [TOKEN_REFUSED] * 3)
     result = run(["bash", str(REPO / "turing" / "ecr-login.sh"), "us-east-2", "r", "3", "0"], env=env)
-    assert result.returncode == 1 and "still refused after 3 tries" in result.stderr
+    # Its own status for "refused for permissions": the build step restarts the build only for that one.
+    assert result.returncode == codebuild_run.LOGIN_DENIED_STATUS and "still refused after 3 tries" in result.stderr
     other = tmp_path / "other"
     other.mkdir()
     env = fake_tools(other, ["Could not connect to the endpoint URL: \"https://api.ecr.us-east-2.amazonaws.com/\""])

@@ -20,6 +20,7 @@ from gemma4_t4.errors import ConfigError, FrontEnd, Set, Unset
 from .schema import (
     DType,
     GceT4ServerSettings,
+    ImageBuilder,
     OnHostMaintenance,
     SageMakerT4EndpointSettings,
     ScalingMetric,
@@ -106,5 +107,6 @@ def validate(model: type[Settings], args: Mapping[str, Any], front_end: FrontEnd
         raise (error.for_front_end(front_end) if front_end else error) from None
 
 
-__all__ = ["DType", "GceT4ServerSettings", "OnHostMaintenance", "SageMakerT4EndpointSettings", "ScalingMetric",
-           "ServingSettings", "TerminationAction", "gce_name", "keys_of", "parse_ttl", "to_config_error", "validate"]
+__all__ = ["DType", "GceT4ServerSettings", "ImageBuilder", "OnHostMaintenance", "SageMakerT4EndpointSettings",
+           "ScalingMetric", "ServingSettings", "TerminationAction", "gce_name", "keys_of", "parse_ttl",
+           "to_config_error", "validate"]

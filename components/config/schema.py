@@ -68,6 +68,17 @@ class TerminationAction(StrEnum):
     DELETE = "DELETE"
 
 
+class ImageBuilder(StrEnum):
+    """Who builds the SageMaker image: AWS CodeBuild, or the machine that runs `pulumi up` (local: the first of
+    docker, podman and buildah found; or the one named)."""
+
+    CODEBUILD = "codebuild"
+    LOCAL = "local"
+    DOCKER = "docker"
+    PODMAN = "podman"
+    BUILDAH = "buildah"
+
+
 class ScalingMetric(StrEnum):
     """What the SageMaker autoscaling policy tracks per instance."""
 
@@ -496,6 +507,7 @@ class SageMakerT4EndpointSettings(ServingSettings):
                                                       ge=HEALTH_CHECK_RANGE_S[0], le=HEALTH_CHECK_RANGE_S[1])
     model_data_download_timeout_seconds: int = Field(1800, ge=HEALTH_CHECK_RANGE_S[0], le=HEALTH_CHECK_RANGE_S[1])
     keep_images: Flag = False
+    image_builder: ImageBuilder = ImageBuilder.CODEBUILD
     endpoint_ttl: str = ""
     log_retention_days: int = 14
     hf_token: AnyInput = None

@@ -12,13 +12,15 @@ in; no AWS CLI is needed. Prints the image digest on stdout; everything else goe
    exactly that digest.
 3. The build role's inline policy must exist before the build starts, and a build refused in its
    first phases for lack of permissions (IAM is eventually consistent) is started again.
-   A refusal of the ECR login in PRE_BUILD (turing/ecr-login.sh, after its own retries) is too.
+   A refusal of the ECR login in PRE_BUILD for permissions (turing/ecr-login.sh's exit status 3, after its own
+   retries) is too; any other failed login is not.
 4. On success the digest and the manifest type are read from ECR by tag: SageMaker's CreateModel takes
    only a Docker v2 schema 2 manifest, so anything else (an OCI manifest or index) is refused here, with
    the fix, instead of at CreateModel after the build. A failed build exits 1 with its id, the phase
    that failed, its message and the log link, which fails `pulumi up`.
-5. StartBuild refused for the account's build quota (AccountLimitExceededException) names the quota
-   and how to raise it.
+5. StartBuild refused for the account's build limit (AccountLimitExceededException): "0 builds in queue"
+   is a limit only an AWS Support case raises (the case's text is printed), and imageBuilder local is
+   suggested; a full queue (N > 0) names the quota.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +44,8 @@ EARLY_PHASES = ("SUBMITTED", "QUEUED", "PROVISIONING", "DOWNLOAD_SOURCE")
 # The buildspec's ECR logins (turing/ecr-login.sh): a PRE_BUILD failure of one is a refused login; the
 # phase context names the command only ("COMMAND_EXECUTION_ERROR: Error while executing command: ...").
 LOGIN_COMMAND = "ecr-login.sh"
+# ecr-login.sh's exit status when GetAuthorizationToken is still refused for permissions after its retries.
+LOGIN_DENIED_STATUS = 3
 PERMISSION_WORDS = ("AccessDenied", "not authorized", "Access Denied", "403")
 FAILED = ("FAILED", "FAULT", "TIMED_OUT", "STOPPED")
 MANIFEST_TYPES = ["application/vnd.docker.distribution.manifest.v2+json",
@@ -150,6 +155,14 @@ def pinned_base(session, image: str, pin: str) -> str:
     return f"{image.split('/')[0]}/{repository}@{digest}"
 
 
+def account_id(session) -> str:
+    """The account the build runs in, for a Support case; "YOUR-ACCOUNT-ID" if STS will not say."""
+    try:
+        return session.client("sts").get_caller_identity()["Account"]
+    except (BotoCoreError, ClientError):
+        return "YOUR-ACCOUNT-ID"
+
+
 def wait_for_policy(iam, request: BuildRequest, timing: Timing) -> None:
     deadline = time.monotonic() + timing.policy_wait_s
     while True:
@@ -191,31 +204,52 @@ def build_in_progress(codebuild, request: BuildRequest) -> dict[str, Any] | None
                  and (b.get("source") or {}).get("location") == request.source_location), None)
 
 
-def start(codebuild, request: BuildRequest, base: str, region: str) -> dict[str, Any]:
+def start(codebuild, request: BuildRequest, base: str, region: str, account: Callable[[], str]) -> dict[str, Any]:
     try:
         return codebuild.start_build(
             projectName=request.project, sourceLocationOverride=request.source_location,
             environmentVariablesOverride=[{"name": "BASE_IMAGE", "value": base, "type": "PLAINTEXT"}])["build"]
-    except codebuild.exceptions.AccountLimitExceededException as err:
-        quota = catalog.CODEBUILD_BUILD_QUOTAS[catalog.CODEBUILD_COMPUTE_TYPE]
+    except ClientError as err:
+        if err.response["Error"]["Code"] != catalog.CODEBUILD_ACCOUNT_LIMIT_ERROR:
+            raise
+        raise BuildError(account_limit_refusal(err.response["Error"]["Message"], region, account())) from None
+
+
+def account_limit_refusal(message: str, region: str, account: str) -> str:
+    """What StartBuild's AccountLimitExceededException means, and its fix. "0 builds in queue" is a limit of 0
+    that Service Quotas does not show (it shows AWS's default, and refuses a request that is not above it):
+    only AWS Support raises it; meanwhile the image can be built on this machine (imageBuilder local)."""
+    quota = catalog.CODEBUILD_BUILD_QUOTAS[catalog.CODEBUILD_COMPUTE_TYPE]
+    environment = quota.rsplit(" for ", 1)[-1].removesuffix(" environment")
+    found = catalog.CODEBUILD_QUEUE_LIMIT.search(message)
+    refused = f"CodeBuild refused the build ({catalog.CODEBUILD_ACCOUNT_LIMIT_ERROR}: {message})"
+    if found is None or int(found.group(1)) > 0:
         code = catalog.CODEBUILD_BUILD_QUOTA_CODES[catalog.CODEBUILD_COMPUTE_TYPE]
-        raise BuildError(
-            f"CodeBuild refused the build: {err.response['Error']['Message']}. The account's \"{quota}\" "
-            f"quota does not allow it (new accounts often have 0; other builds may be running). Raise it: aws "
-            f"service-quotas request-service-quota-increase --region {region} --service-code "
-            f"{catalog.CODEBUILD_SERVICE_CODE} --quota-code {code} --desired-value 1 (Service Quotas > AWS "
-            "CodeBuild), then `pulumi up` again") from None
+        return (f"{refused}: the account's builds of this size are all running or queued. Wait for them, or raise "
+                f"\"{quota}\" (Service Quotas > AWS CodeBuild, quota code {code}) above its current value in "
+                f"{region}, then `pulumi up` again")
+    return (f"{refused}: CodeBuild lets this account run no {environment} build at all in {region}. This limit is not "
+            f"the \"{quota}\" value Service Quotas shows (CodeBuild sets new accounts' real limits itself), and a "
+            "quota request cannot raise it (Service Quotas refuses a value not greater than the one it shows). "
+            f"Fix: open an AWS Support case (Support Center > Create case > Service limit increase > CodeBuild) "
+            f"saying: \"Account {account}, region {region}: StartBuild answers {catalog.CODEBUILD_ACCOUNT_LIMIT_ERROR} "
+            f"'{message}'. Please raise the concurrent builds limit for {environment} "
+            f"({catalog.CODEBUILD_COMPUTE_TYPE}) from 0 to at least 1.\" Then `pulumi up` again. Or, without "
+            "CodeBuild: build the image on this machine with docker, podman or buildah (an 8 GB base is pulled, "
+            "the 8.3 GB image pushed from here): pulumi config set gemma4-t4:imageBuilder local && pulumi up")
 
 
 def refused_for_permissions(phase: str, message: str) -> bool:
     """A failure IAM propagation explains: AccessDenied while fetching the source (DOWNLOAD_SOURCE and before),
-    or the ECR login in PRE_BUILD still refused after its own retries."""
+    or an ECR login in PRE_BUILD still refused for permissions after its own retries (turing/ecr-login.sh exits
+    LOGIN_DENIED_STATUS then, and 1 for any other failure, which a restart would not mend)."""
     if phase in EARLY_PHASES:
         return any(word in message for word in PERMISSION_WORDS)
-    return phase == "PRE_BUILD" and LOGIN_COMMAND in message
+    return phase == "PRE_BUILD" and LOGIN_COMMAND in message and f"Reason: exit status {LOGIN_DENIED_STATUS}" in message
 
 
-def run_build(codebuild, request: BuildRequest, base: str, timing: Timing, region: str) -> dict[str, Any]:
+def run_build(codebuild, request: BuildRequest, base: str, timing: Timing, region: str,
+              account: Callable[[], str] = lambda: "YOUR-ACCOUNT-ID") -> dict[str, Any]:
     """Start the build (or join one of this tag still running) and wait for it; a permission failure in the
     early phases is retried."""
     running = build_in_progress(codebuild, request)
@@ -225,7 +259,7 @@ def run_build(codebuild, request: BuildRequest, base: str, timing: Timing, regio
             say(f"build {build['id']} of this tag is already running (an earlier `up` started it): waiting for it "
                 f"instead of starting another; log: {log_link(build, region)}")
         else:
-            build = start(codebuild, request, base, region)
+            build = start(codebuild, request, base, region, account)
             say(f"started {build['id']} (attempt {attempt}); log: {log_link(build, region)}")
         started = time.monotonic()
         while build.get("buildStatus", "IN_PROGRESS") == "IN_PROGRESS":
@@ -270,7 +304,7 @@ def main(env: dict[str, str] | None = None) -> int:
         base = pinned_base(session, request.base_image, request.base_digest_pin)
         say(f"base image: {base}")
         wait_for_policy(session.client("iam"), request, timing)
-        build = run_build(session.client("codebuild"), request, base, timing, region)
+        build = run_build(session.client("codebuild"), request, base, timing, region, lambda: account_id(session))
         digest = existing_digest(ecr, request.repository, request.tag)
         if not digest:
             raise BuildError(f"build {build['id']} succeeded but {request.repository} has no image tagged "

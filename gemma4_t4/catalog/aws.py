@@ -158,6 +158,19 @@ CODEBUILD_BUILD_QUOTAS = {
     "BUILD_GENERAL1_MEDIUM": "Concurrently running builds for Linux/Medium environment",
 }
 CODEBUILD_BUILD_QUOTA_CODES = {"BUILD_GENERAL1_SMALL": "L-9D07B6EF", "BUILD_GENERAL1_MEDIUM": "L-2DC20C30"}
+# StartBuild's refusal when the account's real build limit is used up, typed: botocore ClientError code
+# AccountLimitExceededException, message "Cannot have more than N builds in queue for the account" (N is five
+# times the limit CodeBuild applies: builds-working.html). N = 0 is a limit of 0, and the quota Service Quotas
+# shows is not the one StartBuild applies: new accounts showing 60 ("I'm seeing this issue with `Concurrently
+# running builds` == 60 (default for my account) ... This is a fresh account", data-dot-all/dataall#100,
+# 2022-07-24) or 20 are refused; CodeBuild's team "confirmed that their is a * next to the 20 concurrent build
+# default limit, as it depends on a variety of factors such as the CodeBuild instance type, size, image,
+# customer usage/rating, and the state of the AWS Account. New AWS Accounts appear to have an issue"
+# (aws-quickstart/saas-identity-cognito#2, 2017-12-07). A quota request at or below the shown value is refused
+# by Service Quotas ("IllegalArgumentException ... You must provide a quota value greater than the current
+# quota value", cloud-custodian/cloud-custodian#8939, 2023-09-12), so only an AWS Support case raises it.
+CODEBUILD_ACCOUNT_LIMIT_ERROR = "AccountLimitExceededException"
+CODEBUILD_QUEUE_LIMIT = re.compile(r"Cannot have more than (\d+) builds in queue for the account")
 # The endpoint's wait on a first `up` (seed 002, 2026-09-30): 13.2-13.3 minutes from CreateEndpoint to
 # InService on ml.g4dn.xlarge. A container that crashes at start holds the endpoint in Creating for the
 # whole startup health-check window (26B: Failed 36.5 minutes after Creating, with the window at 1800 s).

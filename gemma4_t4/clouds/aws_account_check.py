@@ -37,7 +37,7 @@ class CheckRequest:
     instance_type: str
     instances: int
     most: int  # the most autoscaling may run (= instances without it)
-    compute_type: str
+    compute_type: str  # "" with imageBuilder local: no CodeBuild quota to check
     tag: str = ""  # the image tag this `up` deploys
 
 
@@ -69,7 +69,9 @@ def own_endpoint_unchanged(session, request: CheckRequest) -> bool:
 
 def account_checks(session, request: CheckRequest) -> list[Check]:
     region = session.region_name
-    checks = [codebuild_check(region, request.compute_type, fetch_codebuild(session, request.compute_type))]
+    # No compute type: the image is built on the machine that runs `pulumi up` (imageBuilder local).
+    checks = [codebuild_check(region, request.compute_type, fetch_codebuild(session, request.compute_type))
+              ] if request.compute_type else []
     quota, in_use, own, untyped = sagemaker_usage(session, request.instance_type, request.stack)
     checks += sagemaker_checks(region, request.instance_type, request.instances, quota, in_use, own,
                                request.most if request.most > request.instances else None, untyped)

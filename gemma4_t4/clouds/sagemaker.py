@@ -27,6 +27,9 @@ from .base import Cloud, Place, Secret
 ENDPOINT_CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
 CODEBUILD_PROJECT = "aws:codebuild/project:Project"
 SCALING_TARGET = "aws:appautoscaling/target:Target"
+LOCAL_BUILD_NOTE = ("The image is built on this machine (imageBuilder local): no CodeBuild minutes; the 8 GB base is "
+                    "pulled from ECR to here (AWS data transfer out, at your account's rate) and the 8.3 GB image "
+                    "pushed back.")
 
 
 def _config_object(config: Mapping[str, Any], key: str) -> Any:
@@ -140,20 +143,23 @@ def image_costs(plan: Plan) -> list[CostItem]:
     base pulled from another region's registry by that build, and the image's ECR storage while the stack is
     up (with keepImages, after destroy too: billing_after_destroy_usd_per_month)."""
     prices = catalog.AWS_PRICES
-    minutes = math.ceil(catalog.SAGEMAKER_BUILD_SECONDS / 60)
-    minute = prices["codebuild:general1.medium-minute"]
-    items = [CostItem("image build (CodeBuild)", round(minutes * minute.usd_per_hour, 2), "build",
-                      f"{minutes} min (a measured build's phases) x ${minute.usd_per_hour}/min: {minute.source}")]
-    variables = {v["name"]: v["value"] for v in
-                 plan.one(CODEBUILD_PROJECT).inputs["environment"]["environmentVariables"]}
-    base = catalog.ECR_IMAGE.fullmatch(variables.get("BASE_IMAGE", ""))
-    region = (plan.outputs.get("target") or {}).get("region", "")
-    if base is not None and region and base["region"] != region:
-        transfer = prices["transfer:inter-region-gb"]
-        gb = catalog.SAGEMAKER_BASE_IMAGE_BYTES / 1e9
-        items.append(CostItem(f"base image pulled from {base['region']} into {region}",
-                              round(gb * transfer.usd_per_hour, 2), "build",
-                              f"{gb:g} GB x ${transfer.usd_per_hour}/GB: {transfer.source}"))
+    items: list[CostItem] = []
+    projects = plan.find(CODEBUILD_PROJECT)
+    if projects:  # else imageBuilder local: built on this machine (cost(): the note)
+        minutes = math.ceil(catalog.SAGEMAKER_BUILD_SECONDS / 60)
+        minute = prices["codebuild:general1.medium-minute"]
+        items.append(CostItem("image build (CodeBuild)", round(minutes * minute.usd_per_hour, 2), "build",
+                              f"{minutes} min (a measured build's phases) x ${minute.usd_per_hour}/min: "
+                              f"{minute.source}"))
+        variables = {v["name"]: v["value"] for v in projects[0].inputs["environment"]["environmentVariables"]}
+        base = catalog.ECR_IMAGE.fullmatch(variables.get("BASE_IMAGE", ""))
+        region = (plan.outputs.get("target") or {}).get("region", "")
+        if base is not None and region and base["region"] != region:
+            transfer = prices["transfer:inter-region-gb"]
+            gb = catalog.SAGEMAKER_BASE_IMAGE_BYTES / 1e9
+            items.append(CostItem(f"base image pulled from {base['region']} into {region}",
+                                  round(gb * transfer.usd_per_hour, 2), "build",
+                                  f"{gb:g} GB x ${transfer.usd_per_hour}/GB: {transfer.source}"))
     storage = prices["ecr:gb-month"]
     gb = catalog.SAGEMAKER_IMAGE_BYTES / 1e9
     items.append(CostItem("image in ECR while the stack is up", round(gb * storage.usd_per_hour, 2), "month",
@@ -219,11 +225,13 @@ class SageMaker(Cloud):
     def preflight(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> list[Check]:
         region = preflight.aws_region(needs)
         profile = preflight.aws_profile(config)
-        # The image build first: `pulumi up` builds before it creates the endpoint.
-        build = preflight.codebuild_check(region, CODEBUILD_COMPUTE_TYPE, preflight.fetch_codebuild_quota(
-            region, CODEBUILD_COMPUTE_TYPE, profile))
+        # The image build first: `pulumi up` builds before it creates the endpoint (with CodeBuild, unless
+        # imageBuilder builds it on this machine).
+        builder = str(config.get("gemma4-t4:imageBuilder") or "codebuild").strip()
+        build = [preflight.codebuild_check(region, CODEBUILD_COMPUTE_TYPE, preflight.fetch_codebuild_quota(
+            region, CODEBUILD_COMPUTE_TYPE, profile))] if builder == "codebuild" else []
         quota, in_use, own, untyped = preflight.fetch_sagemaker(region, needs.instance_type, stack, profile)
-        return [build, *preflight.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use, own,
+        return [*build, *preflight.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use, own,
                                                    needs.most if needs.most > needs.instances else None, untyped)]
 
     def regions(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> RegionsReport:
@@ -235,6 +243,8 @@ class SageMaker(Cloud):
 
     def cost(self, plan: Plan, estimate: CostEstimate) -> None:
         estimate.extras += image_costs(plan)
+        if not plan.find(CODEBUILD_PROJECT):
+            estimate.notes.append(LOCAL_BUILD_NOTE)
         estimate.notes.append(SAGEMAKER_NOT_STOPPABLE)
 
 

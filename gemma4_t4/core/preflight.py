@@ -189,7 +189,8 @@ def codebuild_check(region: str, compute_type: str, quota: EndpointQuota | None)
                  f"request \"{name}\" = 1 or more in {region} ({console}, quota code {quota.code}): aws "
                  f"service-quotas request-service-quota-increase --region {region} --service-code "
                  f"{CODEBUILD_SERVICE_CODE} --quota-code {quota.code} --desired-value 1; once Service Quotas > "
-                 "Quota request history shows it approved, `pulumi up` again")
+                 "Quota request history shows it approved, `pulumi up` again (or build on this machine: "
+                 "pulumi config set gemma4-t4:imageBuilder local)")
 
 
 # --- fetching (the clouds' own client libraries) -------------------------------------------------------

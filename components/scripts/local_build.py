@@ -1,0 +1,261 @@
+"""The image build step of `imageBuilder: local`, run by `pulumi up` (a pulumi_command local Command) with boto3
+and the container tool of this machine, for accounts CodeBuild will not serve.
+
+The same image as CodeBuild's, from the same build context (the files whose hash is the tag), pushed to the
+same private ECR repository under the same tag, with the same checks (components/scripts/codebuild_run.py):
+1. An image with this tag already in the repository (read from ECR) is reused, not rebuilt.
+2. The base image is resolved to its digest through ECR and checked against the pin; the build is FROM exactly
+   that digest.
+3. The tool: the configured one (imageBuilder docker, podman or buildah), else the first of those on PATH.
+   It logs in to the base's registry and ours with ECR's GetAuthorizationToken (buildah and podman into a
+   temporary auth file; docker into its own config, as `aws ecr get-login-password | docker login` does), builds
+   a Docker v2 schema 2 image (docker through turing/build-image.sh, without attestations; buildah and podman
+   with --format docker) and pushes it.
+4. The pushed manifest is read back from the registry by tag: SageMaker's CreateModel takes only a Docker v2
+   schema 2 manifest, so anything else is refused here with the fix. Its digest is printed on stdout; everything
+   else goes to stderr. Any failure exits 1 with what failed and its fix, which fails `pulumi up`.
+
+Test-only override (TEST_OVERRIDE_ENV, JSON; never set by the stack): "registry" (http://HOST:PORT) stands for
+every ECR registry (logins, pulls, pushes, the manifest read: a registry on loopback for a test whose ECR API is
+moto), and "build_args" adds build arguments (SM75_GATE_ARGS for a stand-in base with a CPU torch).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from botocore.exceptions import BotoCoreError, ClientError
+
+from gemma4_t4 import catalog
+
+from .. import image_build
+from .codebuild_run import BuildError, existing_digest, pinned_base, session_from_env
+
+SETTINGS_ENV = "GEMMA4_T4_LOCAL_BUILD"  # JSON: LocalBuildRequest's fields
+TEST_OVERRIDE_ENV = "GEMMA4_T4_LOCAL_BUILD_TEST_OVERRIDE"  # JSON: see the module's docstring
+TOOLS = ("docker", "podman", "buildah")
+MANIFEST_TYPES = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json, " \
+    "application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.oci.image.index.v1+json"
+
+
+@dataclass(frozen=True)
+class LocalBuildRequest:
+    repository: str  # the ECR repository's name
+    repository_url: str  # ACCOUNT.dkr.ecr.REGION.amazonaws.com/NAME
+    tag: str
+    base_image: str
+    base_digest_pin: str  # "" = no pin
+    builder: str = "local"  # local (the first tool found), docker, podman or buildah
+
+
+@dataclass(frozen=True)
+class TestOverride:
+    registry: str = ""
+    build_args: dict[str, str] = field(default_factory=dict)
+
+
+def say(message: str) -> None:
+    print(f"local-build: {message}", file=sys.stderr, flush=True)
+
+
+def find_tool(builder: str, path: str | None = None) -> tuple[str, str]:
+    """(tool name, its path): the configured one, or the first of TOOLS on PATH."""
+    wanted = TOOLS if builder == "local" else (builder,)
+    for name in wanted:
+        found = shutil.which(name, path=path)
+        if found:
+            return name, found
+    if builder == "local":
+        raise BuildError("imageBuilder local needs docker, podman or buildah on this machine's PATH, and none is "
+                         "there: install one (e.g. sudo apt-get install buildah), or go back to CodeBuild: "
+                         "pulumi config set gemma4-t4:imageBuilder codebuild")
+    raise BuildError(f"imageBuilder {builder}: {builder} is not on this machine's PATH: install it, or "
+                     "pulumi config set gemma4-t4:imageBuilder local (the first of docker, podman, buildah found)")
+
+
+@dataclass
+class Registries:
+    """The ECR registries' logins (one token per region) and where each is reached."""
+
+    session: Any
+    override: TestOverride
+    logins: dict[str, str] = field(default_factory=dict)  # registry host -> password
+
+    def host(self, registry: str) -> str:
+        """Where REGISTRY (ACCOUNT.dkr.ecr.REGION.amazonaws.com) is reached: itself, or the test's registry."""
+        return self.override.registry.split("://", 1)[-1] if self.override.registry else registry
+
+    def url(self, registry: str) -> str:
+        return self.override.registry or f"https://{registry}"
+
+    def password(self, registry: str) -> str:
+        """ECR's GetAuthorizationToken in the registry's region: "AWS:PASSWORD", base64 (ECR API reference)."""
+        if registry not in self.logins:
+            region = registry.split(".")[3]
+            data = self.session.client("ecr", region_name=region).get_authorization_token()["authorizationData"][0]
+            user, _, password = base64.b64decode(data["authorizationToken"]).decode().partition(":")
+            if user != "AWS":
+                raise BuildError(f"ECR's authorization token for {registry} is not for the user AWS")
+            self.logins[registry] = password
+        return self.logins[registry]
+
+    def reference(self, image: str) -> str:
+        registry, _, path = image.partition("/")
+        return f"{self.host(registry)}/{path}"
+
+
+class Tool:
+    """docker, podman or buildah, as this step drives them."""
+
+    def __init__(self, name: str, path: str, registries: Registries, auth_file: Path) -> None:
+        self.name, self.path, self.registries, self.auth_file = name, path, registries, auth_file
+
+    def _common(self) -> list[str]:
+        """buildah's and podman's registry options: the temporary auth file, and plain HTTP only for the test's
+        loopback registry (docker treats a loopback registry as insecure by itself)."""
+        if self.name == "docker":
+            return []
+        insecure = self.registries.override.registry.startswith("http://")
+        return [f"--authfile={self.auth_file}", *(["--tls-verify=false"] if insecure else [])]
+
+    def run(self, *args: str, stdin: str | None = None, cwd: Path | None = None) -> None:
+        shown = " ".join(a for a in args if not a.startswith("--authfile"))
+        say(f"{self.name} {shown}")
+        result = subprocess.run([self.path, *args], input=stdin, cwd=cwd, text=True, stdout=sys.stderr)
+        if result.returncode != 0:
+            raise BuildError(f"`{self.name} {shown}` failed (exit {result.returncode}); its output is above")
+
+    def login(self, registry: str) -> None:
+        self.run("login", *self._common(), "--username", "AWS", "--password-stdin", self.registries.host(registry),
+                 stdin=self.registries.password(registry))
+
+    def build(self, context: Path, base: str, target: str, build_args: dict[str, str]) -> None:
+        args = [a for k, v in build_args.items() for a in ("--build-arg", f"{k}={v}")]
+        if self.name == "docker":  # the script CodeBuild runs: no attestations, a Docker v2 schema 2 image
+            say(f"build-image.sh {base} {target}")
+            script = subprocess.run(["bash", "build-image.sh", base, target, *args], cwd=context, text=True,
+                                    stdout=sys.stderr)
+            if script.returncode != 0:
+                raise BuildError(f"turing/build-image.sh failed (exit {script.returncode}); its output is above")
+            return
+        verb = "bud" if self.name == "buildah" else "build"
+        self.run(verb, *self._common(), "--format", "docker", *ulimits(), "--build-arg", f"BASE_IMAGE={base}", *args,
+                 "--tag", target, str(context))
+
+    def push(self, target: str) -> None:
+        if self.name == "docker":
+            self.run("push", target)
+        else:
+            self.run("push", *self._common(), "--format", "v2s2", target, f"docker://{target}")
+
+
+def ulimits() -> list[str]:
+    """--ulimit at this process's own limits: buildah and podman raise a container's open files and processes
+    by default, which needs CAP_SYS_RESOURCE ("setting RLIMIT_NOFILE ... operation not permitted" for a root
+    without it, as in a CI container); lowering to what this process has is allowed everywhere."""
+    flags = []
+    for name, which, most in (("nofile", resource.RLIMIT_NOFILE, 1048576), ("nproc", resource.RLIMIT_NPROC, 32768)):
+        soft, hard = (most if v == resource.RLIM_INFINITY else min(v, most) for v in resource.getrlimit(which))
+        flags.append(f"--ulimit={name}={soft}:{hard}")
+    return flags
+
+
+def check_context(base_image: str, tag: str) -> None:
+    """Refused unless the build context's hash is the tag's: the package that runs this step must be the one
+    `pulumi up` planned with, or the tag would name another image."""
+    if not tag.endswith(image_build.context_hash(base_image)):
+        raise BuildError(f"this machine's gemma4-t4 builds another context than the tag {tag} names: run "
+                         "`pulumi up` with the same gemma4-t4 that planned it")
+
+
+def write_context(directory: Path) -> None:
+    """The build context CodeBuild gets (the files whose hash is the tag), written out."""
+    for name, source in image_build.build_context_files().items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_bytes(source.read_bytes())
+
+
+def pushed_manifest(registries: Registries, repository_url: str, tag: str) -> tuple[str, str]:
+    """(media type, digest) of REPOSITORY:TAG as the registry serves it (the registry API's manifest GET, with ECR's
+    basic authentication), refused unless SageMaker can run it."""
+    registry, _, name = repository_url.partition("/")
+    credentials = base64.b64encode(f"AWS:{registries.password(registry)}".encode()).decode()
+    answer = httpx.get(f"{registries.url(registry)}/v2/{name}/manifests/{tag}", timeout=60,
+                       headers={"Accept": MANIFEST_TYPES, "Authorization": f"Basic {credentials}"})
+    if answer.status_code != 200:
+        raise BuildError(f"the registry has no {name}:{tag} after the push (HTTP {answer.status_code})")
+    media_type = answer.headers.get("content-type", "").split(";")[0].strip()
+    if media_type != catalog.SAGEMAKER_MANIFEST_TYPE:
+        raise BuildError(
+            f"{name}:{tag} was pushed as {media_type or 'an unknown manifest type'}; SageMaker's CreateModel accepts "
+            f"only {catalog.SAGEMAKER_MANIFEST_TYPE}. Delete it (aws ecr batch-delete-image --repository-name {name} "
+            f"--image-ids imageTag={tag}), then build with buildah or podman (pulumi config set "
+            "gemma4-t4:imageBuilder buildah) or with the classic docker builder, and `pulumi up` again")
+    return media_type, answer.headers["docker-content-digest"]
+
+
+def build_and_push(request: LocalBuildRequest, env: dict[str, str], override: TestOverride) -> str:
+    session = session_from_env(env)
+    if not session.region_name:
+        raise BuildError("no AWS region: pulumi config set aws:region us-east-2")
+    digest = existing_digest(session.client("ecr"), request.repository, request.tag)
+    if digest:
+        say(f"{request.repository}:{request.tag} already built ({digest}): not rebuilding")
+        return digest
+    check_context(request.base_image, request.tag)
+    base = pinned_base(session, request.base_image, request.base_digest_pin)
+    say(f"base image: {base}")
+    name, path = find_tool(request.builder, env.get("PATH"))
+    registries = Registries(session, override)
+    target = registries.reference(f"{request.repository_url}:{request.tag}")
+    with tempfile.TemporaryDirectory(prefix="gemma4-t4-build-") as work:
+        context, auth_file = Path(work) / "context", Path(work) / "auth.json"
+        write_context(context)
+        tool = Tool(name, path, registries, auth_file)
+        for registry in dict.fromkeys((base.split("/")[0], request.repository_url.split("/")[0])):
+            tool.login(registry)
+        tool.build(context, registries.reference(base), target, override.build_args)
+        tool.push(target)
+    _, digest = pushed_manifest(registries, request.repository_url, request.tag)
+    return digest
+
+
+def main(env: dict[str, str] | None = None) -> int:
+    env = dict(os.environ if env is None else env)
+    try:
+        request = LocalBuildRequest(**json.loads(env[SETTINGS_ENV]))
+        override = TestOverride(**json.loads(env.get(TEST_OVERRIDE_ENV) or "{}"))
+    except (KeyError, TypeError, ValueError) as err:
+        say(f"{SETTINGS_ENV} is missing or malformed ({err}): this step is run by `pulumi up`")
+        return 2
+    started = time.monotonic()
+    try:
+        digest = build_and_push(request, env, override)
+    except BuildError as err:
+        say(str(err))
+        return 1
+    except (BotoCoreError, ClientError) as err:
+        say(f"AWS: {err}")
+        return 1
+    except httpx.HTTPError as err:
+        say(f"the registry did not answer: {err}")
+        return 1
+    say(f"{request.repository}:{request.tag} @ {digest} in {time.monotonic() - started:.0f}s")
+    print(digest)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
