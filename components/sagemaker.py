@@ -5,20 +5,31 @@ The host image is pinned: the CUDA 13 vLLM container needs driver 580, which onl
 al2023-ami-sagemaker-inference-gpu-4-1 has. Without the pin the endpoint sat in Creating for six
 minutes and failed with CannotStartContainerError and no log group at all (seed 002).
 
+Every change that needs a new fleet makes a new endpoint (blue/green by name), never an in-place
+UpdateEndpoint: the endpoint's name is made from its configuration's, and the configuration is replaced
+whenever anything the fleet runs changes (instance type or count, image, model, serving settings, token).
+An in-place update that SageMaker rolls back ends InService on the old configuration, which the AWS
+provider's waiter takes for success; Pulumi then deletes the old configuration and model the endpoint
+still runs, and every later change fails with "Could not find endpoint configuration"
+(hashicorp/terraform-provider-aws#48997, #46663). A new endpoint that fails fails its create instead (the
+provider's waiter reports its FailureReason), and the old endpoint, its configuration and model stay and
+serve; the old endpoint is deleted only after the new one is InService.
+
 Autoscaling (maxInstanceCount) is an Application Auto Scaling target on the variant and a
 target-tracking policy. SageMaker refuses to update an endpoint whose autoscaled variant would
-change instance type (the target must be deregistered first), and an update restarts the fleet at
-its initial count. So with autoscaling a changed endpoint configuration makes a new endpoint
-instead of updating the old one: the old endpoint keeps serving at whatever scale it reached, with
-its policy, until the new one is in service; the new one is registered for scaling only then
-(the target waits for the endpoint, which waits for InService), and only then is the old one,
-with its target, deleted. Nothing scales an endpoint in while it is being created or replaced.
+change instance type, and an update restarts the fleet at its initial count: the blue/green
+replacement avoids both. The old endpoint keeps serving at whatever scale it reached, with its
+policy, until the new one is in service; the new one is registered for scaling only then (the
+target waits for the endpoint, which waits for InService), and only then is the old one, with its
+target, deleted. Nothing scales an endpoint in while it is being created or replaced.
 """
 
 import functools
+import hashlib
 import json
 import shlex
 import sys
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -40,15 +51,20 @@ LEGACY_TYPE = "gemma4-t4:aws:SageMakerT4Endpoint"
 
 DELETE_ENDPOINT_TARGET = "arn:aws:scheduler:::aws-sdk:sagemaker:deleteEndpoint"
 # Printed once, right after the endpoint is in service (the Endpoint resource waits for that), and
-# kept in the state: the TTL's clock. A new endpoint starts a new clock.
+# kept in the state: the TTL's clock. A new endpoint starts a new clock. Printed also just before
+# CreateEndpoint is called: the backstop's clock, so that an `up` stopped during the endpoint's wait
+# (Ctrl-C, a crash) still leaves a schedule that deletes the endpoint.
 CLOCK = "date -u +%Y-%m-%dT%H:%M:%SZ"
 # EventBridge Scheduler's most: 185 retries over 24 h. A delete refused while the endpoint is
 # Updating is tried again; what still fails lands in the dead-letter queue (kept 14 days).
 TTL_RETRY = {"maximum_retry_attempts": 185, "maximum_event_age_in_seconds": 86400}
 DLQ_RETENTION_S = 14 * 24 * 3600
-# The backstop schedule fires this long after the first: an update holds the endpoint in Updating about as
-# long as a create takes (seed 002: 13.3 minutes to InService), well within the hour.
+# The backstop schedule fires at least this long after the first: an update holds the endpoint in Updating about
+# as long as a create takes (seed 002: 13.3 minutes to InService), well within the hour. It is made before
+# CreateEndpoint is called, from the time of that call plus the longest the provider waits for InService, so it
+# is never earlier than the first schedule plus this.
 TTL_BACKSTOP = timedelta(hours=1)
+CREATE_WAIT = timedelta(seconds=catalog.SAGEMAKER_ENDPOINT_CREATE_TIMEOUT_S)
 
 
 VARIANT = "AllTraffic"
@@ -58,6 +74,9 @@ ACCOUNT_CHECK = f"{shlex.quote(sys.executable)} -m gemma4_t4.clouds.aws_account_
 ACCOUNT_CHECK_ENV = "GEMMA4_T4_ACCOUNT_CHECK"
 ENDPOINT_WATCH = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.endpoint_watch"
 ENDPOINT_WATCH_ENV = "GEMMA4_T4_ENDPOINT_WATCH"
+TTL_PASSED = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.ttl_passed"
+TTL_PASSED_ENV = "GEMMA4_T4_TTL_PASSED"
+ENDPOINT_NAME_MAX = 63  # SageMaker's EndpointName: at most 63 characters (API reference, CreateEndpoint)
 
 
 class SageMakerT4EndpointArgs(ServingArgs, total=False):
@@ -143,6 +162,18 @@ def default_prefix(name: str) -> str:
     return f"{pulumi.get_stack()}-{name}"
 
 
+def fleet_digest(fleet: dict[str, Any]) -> str:
+    """What a fleet runs, as one short digest: its tag on the endpoint, and what re-runs the account check."""
+    return hashlib.sha256(json.dumps(fleet, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def endpoint_name_for(name: str, config_name: str) -> str:
+    """The endpoint's name, from its configuration's (Pulumi's auto-name, NAME-config-SUFFIX): a new
+    configuration, a new endpoint beside the old one. Known before CreateEndpoint is called."""
+    suffix = config_name.rsplit("-", 1)[-1]
+    return f"{name[:ENDPOINT_NAME_MAX - len(suffix) - len('-endpoint-')]}-endpoint-{suffix}"
+
+
 def build_environment(provider: pulumi.ProviderResource | None, profile: pulumi.Output[str | None],
                       given: Any) -> pulumi.Output[dict[str, str]]:
     """The build step's AWS credentials: the explicit provider's (its keys and profile, as it was given them),
@@ -168,6 +199,16 @@ def billing_after_destroy_usd_per_month(args: SageMakerT4EndpointSettings) -> fl
     if not args.keep_images:
         return 0.0
     return round(catalog.SAGEMAKER_IMAGE_BYTES / 1e9 * catalog.AWS_PRICES["ecr:gb-month"].usd_per_hour, 2)
+
+
+@dataclass(frozen=True)
+class TtlParts:
+    """The TTL's parts made before CreateEndpoint is called; the schedule made after it shares them."""
+
+    backstop: aws.scheduler.Schedule
+    target: aws.scheduler.ScheduleTargetArgs
+    policy: pulumi.Resource
+    dead_letters: aws.sqs.Queue
 
 
 class SageMakerT4Endpoint(T4ServingComponent):
@@ -218,7 +259,22 @@ class SageMakerT4Endpoint(T4ServingComponent):
         profile = pulumi.Output.from_input(settings.profile or (provider.profile if isinstance(provider, aws.Provider)
                                                                  else None))
         aws_environment = build_environment(provider, profile, settings.image_build_environment)
-        account_check = self._account_check(name, settings, region, aws_environment)
+
+        environment: dict[str, pulumi.Input[str]] = dict(serving.sagemaker_environment())
+        if settings.hf_token is not None:
+            environment["HF_TOKEN"] = pulumi.Output.secret(settings.hf_token)
+        # What the fleet runs: the model and the endpoint configuration are made from exactly this, so a change
+        # to any of it replaces the configuration, which makes a new endpoint (a second fleet). Its digest re-runs
+        # the account check: the rule that rolls out a fleet is the rule that checks the quota for it.
+        variant: dict[str, Any] = {
+            "instance_type": settings.instance_type, "initial_instance_count": settings.instance_count,
+            "inference_ami_version": settings.inference_ami_version,
+            "container_startup_health_check_timeout_in_seconds": settings.startup_health_check_timeout_seconds,
+            "model_data_download_timeout_in_seconds": settings.model_data_download_timeout_seconds}
+        fleet = pulumi.Output.unsecret(pulumi.Output.all(
+            environment=environment, variant=variant, role=settings.execution_role_arn or "",
+            image=image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image)).apply(fleet_digest))
+        account_check = self._account_check(name, settings, region, aws_environment, fleet)
         image = TuringImage(f"{name}-image", {
             "base_image": settings.base_image, "vllm_version": catalog.PINS["vllm.sagemaker"], "region": region,
             "keep_images": settings.keep_images, "name_prefix": settings.name_prefix or default_prefix(name),
@@ -244,9 +300,6 @@ class SageMakerT4Endpoint(T4ServingComponent):
         else:
             role_arn, model_waits_for = settings.execution_role_arn, [image.build]
 
-        environment: dict[str, pulumi.Input[str]] = dict(serving.sagemaker_environment())
-        if settings.hf_token is not None:
-            environment["HF_TOKEN"] = pulumi.Output.secret(settings.hf_token)
         model = aws.sagemaker.Model(
             f"{name}-model",
             execution_role_arn=role_arn,
@@ -258,25 +311,24 @@ class SageMakerT4Endpoint(T4ServingComponent):
         config = aws.sagemaker.EndpointConfiguration(
             f"{name}-config",
             production_variants=[aws.sagemaker.EndpointConfigurationProductionVariantArgs(
-                variant_name=VARIANT,
-                model_name=model.name,
-                instance_type=settings.instance_type,
-                initial_instance_count=settings.instance_count,
-                inference_ami_version=settings.inference_ami_version,
-                container_startup_health_check_timeout_in_seconds=settings.startup_health_check_timeout_seconds,
-                model_data_download_timeout_in_seconds=settings.model_data_download_timeout_seconds,
-            )],
+                variant_name=VARIANT, model_name=model.name, **variant)],
             tags=tags,
             opts=child,
         )
         self._watch_endpoint(name, config, region, aws_environment, fallback_instance_types(settings.instance_type))
-        # The stack tag lets preflight find this stack's endpoint (an update holds two fleets).
-        # Autoscaled, a new configuration makes a new endpoint (see the module's docstring).
+        endpoint_name = config.name.apply(functools.partial(endpoint_name_for, name))
+        # With a TTL, its delete schedule exists before CreateEndpoint is called (see _delete_after).
+        ttl_parts = self._ttl_before_create(name, ttl, endpoint_name, region, config, tags,
+                                            settings.autoscaling) if ttl is not None else None
+        # The stack tag lets preflight and status find this stack's endpoints (a change holds two fleets, and an
+        # `up` stopped during the wait leaves one outside the state); the fleet tag says what it runs.
         endpoint = aws.sagemaker.Endpoint(
-            f"{name}-endpoint", endpoint_config_name=config.name,
-            tags={**tags, catalog.SAGEMAKER_STACK_TAG: pulumi.get_stack()},
-            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["endpointConfigName"])
-            if settings.autoscaling else child)
+            f"{name}-endpoint", name=endpoint_name, endpoint_config_name=config.name,
+            tags={**tags, catalog.SAGEMAKER_STACK_TAG: pulumi.get_stack(), catalog.SAGEMAKER_FLEET_TAG: fleet},
+            # The name follows the configuration, so a new configuration replaces the endpoint (blue/green,
+            # created before the old one is deleted) rather than updating it in place; see the module's docstring.
+            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["endpointConfigName"],
+                                        depends_on=[ttl_parts.backstop] if ttl_parts else None))
 
         scaling = self._autoscale(name, settings, endpoint, tags) if settings.autoscaling else None
         self.endpoint_name = endpoint.name
@@ -287,7 +339,8 @@ class SageMakerT4Endpoint(T4ServingComponent):
         self.cost_per_hour_usd_max = pulumi.Output.from_input(most) if most is not None else None
         self.scalable_target = scaling.resource_id if scaling is not None else None
         self.endpoint_deletes_at, self.ttl_dead_letter_queue_url = (
-            self._delete_after(name, ttl, endpoint, tags, scaling) if ttl is not None else (None, None))
+            self._delete_after(name, ttl, endpoint, ttl_parts, region, aws_environment)
+            if ttl is not None and ttl_parts is not None else (None, None))
         body = json.dumps({"model": serving.served_model_name, "max_tokens": 64,
                            "messages": [{"role": "user", "content": "Name the four inner planets."}]})
         self._register_contract(
@@ -306,17 +359,20 @@ class SageMakerT4Endpoint(T4ServingComponent):
         )
 
     def _account_check(self, name: str, settings: SageMakerT4EndpointSettings, region: str,
-                       environment: pulumi.Output[dict[str, str]]) -> command.local.Command:
+                       environment: pulumi.Output[dict[str, str]], fleet: pulumi.Output[str]) -> command.local.Command:
         """CodeBuild's build quota and the endpoint quota, asked at `up` (not at preview) before the image
-        build (gemma4_t4/clouds/aws_account_check.py). It runs again when what sizes the endpoint changes."""
-        request = json.dumps({"stack": pulumi.get_stack(), "instance_type": settings.instance_type,
-                              "instances": settings.instance_count, "most": settings.instances_max,
-                              "compute_type": catalog.CODEBUILD_COMPUTE_TYPE,
-                              "tag": image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image)})
+        build (gemma4_t4/clouds/aws_account_check.py). It runs again whenever the fleet changes (FLEET: every
+        change that rolls out a new endpoint), and when autoscaling's most does."""
+        request = fleet.apply(lambda digest: json.dumps({
+            "stack": pulumi.get_stack(), "instance_type": settings.instance_type,
+            "instances": settings.instance_count, "most": settings.instances_max,
+            "compute_type": catalog.CODEBUILD_COMPUTE_TYPE,
+            "tag": image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image), "fleet": digest}))
         return command.local.Command(
             f"{name}-account-check",
             create=ACCOUNT_CHECK,
-            environment=environment.apply(lambda given: {"AWS_REGION": region, **given, ACCOUNT_CHECK_ENV: request}),
+            environment=pulumi.Output.all(environment, request).apply(
+                lambda found: {"AWS_REGION": region, **found[0], ACCOUNT_CHECK_ENV: found[1]}),
             triggers=[request],
             opts=pulumi.ResourceOptions(parent=self))
 
@@ -373,23 +429,22 @@ class SageMakerT4Endpoint(T4ServingComponent):
                         f"{args.scaling_metric} at {args.scaling_target_value:g} per instance", resource=self)
         return target
 
-    def _delete_after(self, name: str, ttl: timedelta, endpoint: aws.sagemaker.Endpoint,
-                      tags: dict[str, str], scaling: aws.appautoscaling.Target | None
-                      ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
-        """EventBridge Scheduler deletes the endpoint ``ttl`` after it is in service, with a role
-        that can do only that, retries, and a dead-letter queue for a delete that kept failing.
-
-        The deadline comes from a clock read once when the endpoint is up, so it never depends on
-        when `pulumi up` runs: after it fired, `pulumi up` still plans and changes nothing (the
-        state still lists the endpoint); `pulumi refresh` drops the deleted endpoint, after which
-        `pulumi destroy` removes the rest, or `pulumi up` creates a new endpoint with a new clock."""
+    def _ttl_before_create(self, name: str, ttl: timedelta, endpoint_name: pulumi.Output[str], region: str,
+                           config: aws.sagemaker.EndpointConfiguration, tags: dict[str, str], autoscaling: bool
+                           ) -> TtlParts:
+        """What deletes the endpoint, made before CreateEndpoint is called: the dead-letter queue, the role that
+        may delete only this endpoint (by its name, known from the configuration's), and the backstop schedule,
+        from a clock read just before the create: that clock plus the longest the provider waits for InService,
+        the TTL and the backstop's hour. An `up` stopped during the endpoint's wait (Ctrl-C, a crash, a lost
+        laptop) leaves this schedule behind, and it deletes the endpoint."""
         child = pulumi.ResourceOptions(parent=self)
         dead_letters = aws.sqs.Queue(f"{name}-ttl-dlq", message_retention_seconds=DLQ_RETENTION_S,
                                      sqs_managed_sse_enabled=True, tags=tags, opts=child)
+        endpoint_arn = endpoint_name.apply(lambda found: f"arn:aws:sagemaker:{region}:*:endpoint/{found.lower()}")
         statements: list[dict[str, pulumi.Input]] = [
-            {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint.arn},
+            {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint_arn},
             {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": dead_letters.arn}]
-        if scaling is not None:
+        if autoscaling:
             # Deleting an autoscaled endpoint deregisters its target with the caller's rights, and fails
             # without them. AWS's page asks for the action, not for a target's ARN (SageMaker developer guide,
             # "Delete endpoints configured for auto scaling", endpoint-delete-with-scaling.html, read
@@ -398,26 +453,59 @@ class SageMakerT4Endpoint(T4ServingComponent):
             statements.append({"Effect": "Allow", "Action": "application-autoscaling:DeregisterScalableTarget",
                                "Resource": "*"})
         role, policy = service_role(f"{name}-ttl", "scheduler.amazonaws.com", statements, tags, self)
+        target = aws.scheduler.ScheduleTargetArgs(
+            arn=DELETE_ENDPOINT_TARGET, role_arn=role.arn,
+            input=pulumi.Output.json_dumps({"EndpointName": endpoint_name}),
+            retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(**TTL_RETRY),
+            dead_letter_config=aws.scheduler.ScheduleTargetDeadLetterConfigArgs(arn=dead_letters.arn))
+        requested = command.local.Command(f"{name}-endpoint-requested-at", create=CLOCK, triggers=[endpoint_name],
+                                          opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
+        # The backstop: the same delete again, later. A delete refused while the endpoint is Updating is a 4xx,
+        # and whether Scheduler retries a universal target's 4xx is undocumented; if it does not, the first
+        # attempt goes to the dead-letter queue and only the backstop deletes the endpoint. After a delete that
+        # worked, the backstop's finds no endpoint and lands in the queue (status reads past it).
+        backstop = aws.scheduler.Schedule(
+            f"{name}-ttl-backstop",
+            schedule_expression=requested.stdout.apply(lambda at: one_time_expression(
+                at.strip(), CREATE_WAIT + ttl + TTL_BACKSTOP)),
+            schedule_expression_timezone="UTC",
+            flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+            target=target,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]))
+        return TtlParts(backstop, target, policy, dead_letters)
+
+    def _delete_after(self, name: str, ttl: timedelta, endpoint: aws.sagemaker.Endpoint, parts: TtlParts,
+                      region: str, environment: pulumi.Output[dict[str, str]]
+                      ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
+        """EventBridge Scheduler deletes the endpoint ``ttl`` after it is in service, with the role that
+        can do only that, retries, and the dead-letter queue for a delete that kept failing: the deadline the
+        backstop (made before the create) gave is tightened to the moment the endpoint was in service.
+
+        The deadline comes from a clock read once when the endpoint is up, so it never depends on
+        when `pulumi up` runs: after it fired, `pulumi up` still plans and changes nothing (the
+        state still lists the endpoint); `pulumi refresh` drops the deleted endpoint, after which
+        `pulumi destroy` removes the rest, or `pulumi up` creates a new endpoint with a new clock.
+        A deadline that moves into the past (a lowered endpointTtl) deletes the endpoint during that `up`
+        (components/scripts/ttl_passed.py): whether Scheduler ever fires a one-time schedule set in the past is
+        not documented."""
         clock = command.local.Command(f"{name}-in-service-at", create=CLOCK, triggers=[endpoint.id],
                                       opts=pulumi.ResourceOptions(parent=self, depends_on=[endpoint]))
         deletes_at = clock.stdout.apply(lambda up: (datetime.fromisoformat(up.strip().replace("Z", "+00:00")) + ttl)
                                         .strftime("%Y-%m-%dT%H:%M:%SZ"))
-        target = aws.scheduler.ScheduleTargetArgs(
-            arn=DELETE_ENDPOINT_TARGET, role_arn=role.arn,
-            input=pulumi.Output.json_dumps({"EndpointName": endpoint.name}),
-            retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(**TTL_RETRY),
-            dead_letter_config=aws.scheduler.ScheduleTargetDeadLetterConfigArgs(arn=dead_letters.arn))
-        for suffix, after in (("", timedelta(0)), ("-backstop", TTL_BACKSTOP)):
-            # The backstop: the same delete again later. A delete refused while the endpoint is Updating is a
-            # 4xx, and whether Scheduler retries a universal target's 4xx is undocumented; if it does not, the
-            # first attempt goes to the dead-letter queue and only the backstop deletes the endpoint. After a
-            # delete that worked, the backstop's finds no endpoint and lands in the queue, harmlessly.
-            aws.scheduler.Schedule(
-                f"{name}-ttl{suffix}",
-                schedule_expression=deletes_at.apply(functools.partial(one_time_expression, after=after)),
-                schedule_expression_timezone="UTC",
-                flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
-                target=target,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
-            )
-        return deletes_at, dead_letters.url
+        aws.scheduler.Schedule(
+            f"{name}-ttl",
+            schedule_expression=deletes_at.apply(functools.partial(one_time_expression, after=timedelta(0))),
+            schedule_expression_timezone="UTC",
+            flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+            target=parts.target,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[parts.policy]),
+        )
+        command.local.Command(
+            f"{name}-ttl-passed", create=TTL_PASSED,
+            environment=pulumi.Output.all(environment, endpoint.name, deletes_at).apply(lambda found: {
+                "AWS_REGION": region, **found[0],
+                TTL_PASSED_ENV: json.dumps({"endpoint_name": found[1], "deletes_at": found[2]})}),
+            triggers=[deletes_at],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[endpoint]))
+        return deletes_at, parts.dead_letters.url
+
