@@ -30,6 +30,10 @@ ADDED_SINCE_020 = {
     ("sagemaker-t4", "command:local:Command", "gemma4-t4-endpoint-watch"),
     # The TTL's backstop schedule (issue 21): a second one-time delete of the endpoint, an hour after the first.
     ("sagemaker-t4", "aws:scheduler/schedule:Schedule", "gemma4-t4-ttl-backstop"),
+    # The backstop's clock, read just before CreateEndpoint (issue 26): a local command.
+    ("sagemaker-t4", "command:local:Command", "gemma4-t4-endpoint-requested-at"),
+    # The lowered TTL's deadline check (issue 26): a local command.
+    ("sagemaker-t4", "command:local:Command", "gemma4-t4-ttl-passed"),
 }
 KEPT_TYPES = ("gcp:compute/instance:Instance", "gcp:compute/disk:Disk", "aws:sagemaker/endpoint:Endpoint",
               "aws:sagemaker/endpointConfiguration:EndpointConfiguration", "aws:sagemaker/model:Model")
