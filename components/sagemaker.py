@@ -492,20 +492,21 @@ class SageMakerT4Endpoint(T4ServingComponent):
                                       opts=pulumi.ResourceOptions(parent=self, depends_on=[endpoint]))
         deletes_at = clock.stdout.apply(lambda up: (datetime.fromisoformat(up.strip().replace("Z", "+00:00")) + ttl)
                                         .strftime("%Y-%m-%dT%H:%M:%SZ"))
-        aws.scheduler.Schedule(
-            f"{name}-ttl",
-            schedule_expression=deletes_at.apply(functools.partial(one_time_expression, after=timedelta(0))),
-            schedule_expression_timezone="UTC",
-            flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
-            target=parts.target,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[parts.policy]),
-        )
-        command.local.Command(
+        passed = command.local.Command(
             f"{name}-ttl-passed", create=TTL_PASSED,
             environment=pulumi.Output.all(environment, endpoint.name, deletes_at).apply(lambda found: {
                 "AWS_REGION": region, **found[0],
                 TTL_PASSED_ENV: json.dumps({"endpoint_name": found[1], "deletes_at": found[2]})}),
             triggers=[deletes_at],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[endpoint]))
+        # A deadline already past is acted on before the schedule is moved to it.
+        aws.scheduler.Schedule(
+            f"{name}-ttl",
+            schedule_expression=deletes_at.apply(functools.partial(one_time_expression, after=timedelta(0))),
+            schedule_expression_timezone="UTC",
+            flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+            target=parts.target,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[parts.policy, passed]),
+        )
         return deletes_at, parts.dead_letters.url
 
