@@ -390,8 +390,9 @@ class SageMakerTarget:
         was created. The queue also holds, for 14 days, the backstop's harmless failure after every delete that
         worked, and the letters of an earlier endpoint of the same name; those are not this endpoint's."""
         sqs = self._session.client("sqs", endpoint_url=self.endpoint_url)
-        # A dead letter's body carries the target's input, {"EndpointName": NAME} (EventBridge Scheduler User
-        # Guide, "Configuring a dead-letter queue"); SentTimestamp is SQS's own attribute (epoch milliseconds).
+        # A dead letter's body is "a JSON payload containing invocation details and any response received from the
+        # target" (EventBridge Scheduler User Guide, "Configuring a dead-letter queue"): the endpoint's name is read
+        # as a whole word in it, whatever its layout. SentTimestamp is SQS's own attribute (epoch milliseconds).
         named = re.compile(rf"(?<![A-Za-z0-9-]){re.escape(self.endpoint)}(?![A-Za-z0-9-])")
         since_ms = created.timestamp() * 1000
         seen: dict[str, bool] = {}
