@@ -12,8 +12,9 @@ An in-place update that SageMaker rolls back ends InService on the old configura
 provider's waiter takes for success; Pulumi then deletes the old configuration and model the endpoint
 still runs, and every later change fails with "Could not find endpoint configuration"
 (hashicorp/terraform-provider-aws#48997, #46663). A new endpoint that fails fails its create instead (the
-provider's waiter reports its FailureReason), and the old endpoint, its configuration and model stay and
-serve; the old endpoint is deleted only after the new one is InService.
+provider's waiter reports its FailureReason) and the `up` with it, while the old endpoint serves on. It is
+never updated again, so it needs its configuration and model no more (Pulumi deletes those replaced ones
+first thing on the next `up`, pulumi/pulumi#9979), and it is deleted only after a new one is InService.
 
 Autoscaling (maxInstanceCount) is an Application Auto Scaling target on the variant and a
 target-tracking policy. SageMaker refuses to update an endpoint whose autoscaled variant would
@@ -201,12 +202,22 @@ def billing_after_destroy_usd_per_month(args: SageMakerT4EndpointSettings) -> fl
     return round(catalog.SAGEMAKER_IMAGE_BYTES / 1e9 * catalog.AWS_PRICES["ecr:gb-month"].usd_per_hour, 2)
 
 
+def delete_target(endpoint_name: pulumi.Input[str], role: aws.iam.Role, dead_letters: aws.sqs.Queue
+                  ) -> aws.scheduler.ScheduleTargetArgs:
+    """Scheduler's universal target that deletes ENDPOINT_NAME as ROLE, retried, with the dead-letter queue."""
+    return aws.scheduler.ScheduleTargetArgs(
+        arn=DELETE_ENDPOINT_TARGET, role_arn=role.arn,
+        input=pulumi.Output.json_dumps({"EndpointName": endpoint_name}),
+        retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(**TTL_RETRY),
+        dead_letter_config=aws.scheduler.ScheduleTargetDeadLetterConfigArgs(arn=dead_letters.arn))
+
+
 @dataclass(frozen=True)
 class TtlParts:
     """The TTL's parts made before CreateEndpoint is called; the schedule made after it shares them."""
 
     backstop: aws.scheduler.Schedule
-    target: aws.scheduler.ScheduleTargetArgs
+    role: aws.iam.Role
     policy: pulumi.Resource
     dead_letters: aws.sqs.Queue
 
@@ -453,11 +464,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
             statements.append({"Effect": "Allow", "Action": "application-autoscaling:DeregisterScalableTarget",
                                "Resource": "*"})
         role, policy = service_role(f"{name}-ttl", "scheduler.amazonaws.com", statements, tags, self)
-        target = aws.scheduler.ScheduleTargetArgs(
-            arn=DELETE_ENDPOINT_TARGET, role_arn=role.arn,
-            input=pulumi.Output.json_dumps({"EndpointName": endpoint_name}),
-            retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(**TTL_RETRY),
-            dead_letter_config=aws.scheduler.ScheduleTargetDeadLetterConfigArgs(arn=dead_letters.arn))
+        target = delete_target(endpoint_name, role, dead_letters)
         requested = command.local.Command(f"{name}-endpoint-requested-at", create=CLOCK, triggers=[endpoint_name],
                                           opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
         # The backstop: the same delete again, later. A delete refused while the endpoint is Updating is a 4xx,
@@ -472,7 +479,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
             flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
             target=target,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]))
-        return TtlParts(backstop, target, policy, dead_letters)
+        return TtlParts(backstop, role, policy, dead_letters)
 
     def _delete_after(self, name: str, ttl: timedelta, endpoint: aws.sagemaker.Endpoint, parts: TtlParts,
                       region: str, environment: pulumi.Output[dict[str, str]]
@@ -499,14 +506,22 @@ class SageMakerT4Endpoint(T4ServingComponent):
                 TTL_PASSED_ENV: json.dumps({"endpoint_name": found[1], "deletes_at": found[2]})}),
             triggers=[deletes_at],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[endpoint]))
+        # This schedule and its right to delete follow the endpoint resource, not the name made before it: while a
+        # change's new endpoint is created, they still delete the old one at its deadline (if the new one fails,
+        # the old one serves on with its TTL); the backstop and the first policy already name the new one.
+        in_service = aws.iam.RolePolicy(f"{name}-ttl-in-service-policy", role=parts.role.id,
+                                        policy=pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": [
+                                            {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint",
+                                             "Resource": endpoint.arn}]}),
+                                        opts=pulumi.ResourceOptions(parent=self))
         # A deadline already past is acted on before the schedule is moved to it.
         aws.scheduler.Schedule(
             f"{name}-ttl",
             schedule_expression=deletes_at.apply(functools.partial(one_time_expression, after=timedelta(0))),
             schedule_expression_timezone="UTC",
             flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
-            target=parts.target,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[parts.policy, passed]),
+            target=delete_target(endpoint.name, parts.role, parts.dead_letters),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[parts.policy, in_service, passed]),
         )
         return deletes_at, parts.dead_letters.url
 

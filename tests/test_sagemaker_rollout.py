@@ -140,6 +140,13 @@ def test_the_backstop_exists_before_create_endpoint_and_needs_nothing_of_the_end
     policy = json.loads(plan.one("aws:iam/rolePolicy:RolePolicy", "gemma4-t4-ttl-policy").inputs["policy"])
     assert {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint",
             "Resource": f"arn:aws:sagemaker:us-east-2:*:endpoint/{endpoint.inputs['name']}"} in policy["Statement"]
+    # The first schedule and its own right to delete follow the endpoint resource: during a change they still
+    # name the old endpoint until the new one is created, so a new fleet that fails leaves the old one its TTL.
+    in_service = json.loads(plan.one("aws:iam/rolePolicy:RolePolicy", "gemma4-t4-ttl-in-service-policy").inputs[
+        "policy"])
+    assert in_service["Statement"] == [{"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint",
+                                        "Resource": endpoint.state["arn"]}]
+    assert urn(plan, "aws:iam/rolePolicy:RolePolicy", "gemma4-t4-ttl-in-service-policy") in first.options["dependsOn"]
 
 
 # What `pulumi up` does from the backstop on, in the plan's order, as a process: the backstop schedule, then

@@ -34,6 +34,8 @@ ADDED_SINCE_020 = {
     ("sagemaker-t4", "command:local:Command", "gemma4-t4-endpoint-requested-at"),
     # The lowered TTL's deadline check (issue 26): a local command.
     ("sagemaker-t4", "command:local:Command", "gemma4-t4-ttl-passed"),
+    # The TTL role's right to delete the endpoint in service (issue 26): an inline policy of the TTL's role.
+    ("sagemaker-t4", "aws:iam/rolePolicy:RolePolicy", "gemma4-t4-ttl-in-service-policy"),
 }
 KEPT_TYPES = ("gcp:compute/instance:Instance", "gcp:compute/disk:Disk", "aws:sagemaker/endpoint:Endpoint",
               "aws:sagemaker/endpointConfiguration:EndpointConfiguration", "aws:sagemaker/model:Model")
