@@ -5,14 +5,25 @@ The host image is pinned: the CUDA 13 vLLM container needs driver 580, which onl
 al2023-ami-sagemaker-inference-gpu-4-1 has. Without the pin the endpoint sat in Creating for six
 minutes and failed with CannotStartContainerError and no log group at all (seed 002).
 
+Every change that needs a new fleet makes a new endpoint (blue/green by name), never an in-place
+UpdateEndpoint: the endpoint's name is made from its configuration's, and the configuration is replaced
+whenever anything the fleet runs changes (instance type or count, image, model, serving settings, a token
+set or removed).
+An in-place update that SageMaker rolls back ends InService on the old configuration, which the AWS
+provider's waiter takes for success; Pulumi then deletes the old configuration and model the endpoint
+still runs, and every later change fails with "Could not find endpoint configuration"
+(hashicorp/terraform-provider-aws#48997, #46663). A new endpoint that fails fails its create instead (the
+provider's waiter reports its FailureReason) and the `up` with it, while the old endpoint serves on. It is
+never updated again, so it needs its configuration and model no more (Pulumi deletes those replaced ones
+first thing on the next `up`, pulumi/pulumi#9979), and it is deleted only after a new one is InService.
+
 Autoscaling (maxInstanceCount) is an Application Auto Scaling target on the variant and a
 target-tracking policy. SageMaker refuses to update an endpoint whose autoscaled variant would
-change instance type (the target must be deregistered first), and an update restarts the fleet at
-its initial count. So with autoscaling a changed endpoint configuration makes a new endpoint
-instead of updating the old one: the old endpoint keeps serving at whatever scale it reached, with
-its policy, until the new one is in service; the new one is registered for scaling only then
-(the target waits for the endpoint, which waits for InService), and only then is the old one,
-with its target, deleted. Nothing scales an endpoint in while it is being created or replaced.
+change instance type, and an update restarts the fleet at its initial count: the blue/green
+replacement avoids both. The old endpoint keeps serving at whatever scale it reached, with its
+policy, until the new one is in service; the new one is registered for scaling only then (the
+target waits for the endpoint, which waits for InService), and only then is the old one, with its
+target, deleted. Nothing scales an endpoint in while it is being created or replaced.
 """
 
 import functools
@@ -21,6 +32,7 @@ import json
 import re
 import shlex
 import sys
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
@@ -40,17 +52,23 @@ from .serving import check_serving
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:aws:SageMakerT4Endpoint"
 
-DELETE_ENDPOINT_TARGET = "arn:aws:scheduler:::aws-sdk:sagemaker:deleteEndpoint"
+# Scheduler's universal target, in the aws partition (a region of another is refused at preview).
+DELETE_ENDPOINT_TARGET = f"arn:{catalog.AWS_PARTITION}:scheduler:::aws-sdk:sagemaker:deleteEndpoint"
 # Printed once, right after the endpoint is in service (the Endpoint resource waits for that), and
-# kept in the state: the TTL's clock. A new endpoint starts a new clock.
+# kept in the state: the TTL's clock. A new endpoint starts a new clock. Printed also just before
+# CreateEndpoint is called: the backstop's clock, so that an `up` stopped during the endpoint's wait
+# (Ctrl-C, a crash) still leaves a schedule that deletes the endpoint.
 CLOCK = "date -u +%Y-%m-%dT%H:%M:%SZ"
 # EventBridge Scheduler's most: 185 retries over 24 h. A delete refused while the endpoint is
 # Updating is tried again; what still fails lands in the dead-letter queue (kept 14 days).
 TTL_RETRY = {"maximum_retry_attempts": 185, "maximum_event_age_in_seconds": 86400}
 DLQ_RETENTION_S = 14 * 24 * 3600
-# The backstop schedule fires this long after the first: an update holds the endpoint in Updating about as
-# long as a create takes (seed 002: 13.3 minutes to InService), well within the hour.
+# The backstop schedule fires at least this long after the first: an update holds the endpoint in Updating about
+# as long as a create takes (seed 002: 13.3 minutes to InService), well within the hour. It is made before
+# CreateEndpoint is called, from the time of that call plus the longest the provider waits for InService, so it
+# is never earlier than the first schedule plus this.
 TTL_BACKSTOP = timedelta(hours=1)
+CREATE_WAIT = timedelta(seconds=catalog.SAGEMAKER_ENDPOINT_CREATE_TIMEOUT_S)
 
 
 VARIANT = "AllTraffic"
@@ -60,6 +78,8 @@ ACCOUNT_CHECK = f"{shlex.quote(sys.executable)} -m gemma4_t4.clouds.aws_account_
 ACCOUNT_CHECK_ENV = "GEMMA4_T4_ACCOUNT_CHECK"
 ENDPOINT_WATCH = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.endpoint_watch"
 ENDPOINT_WATCH_ENV = "GEMMA4_T4_ENDPOINT_WATCH"
+TTL_PASSED = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.ttl_passed"
+TTL_PASSED_ENV = "GEMMA4_T4_TTL_PASSED"
 
 
 class SageMakerT4EndpointArgs(ServingArgs, total=False):
@@ -153,27 +173,33 @@ def default_prefix(name: str) -> str:
     return f"{pulumi.get_stack()}-{name}"
 
 
-ENDPOINT_SUFFIX = 8  # hex digits of the configuration's name, autoscaled
+def fleet_digest(fleet: dict[str, Any]) -> str:
+    """What a fleet runs, as one short digest: its tag on the endpoint, and what re-runs the account check."""
+    return hashlib.sha256(json.dumps(fleet, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def endpoint_name(prefix: str, config_name: str | None = None) -> str:
-    """The endpoint's name, chosen here rather than auto-named at create, so that its log group exists before
-    CreateEndpoint: PREFIX-endpoint; with autoscaling, where each configuration gets a new endpoint, a suffix from
-    the configuration's name (SageMaker's rule: letters, digits and dashes, at most 63)."""
-    most = catalog.SAGEMAKER_ENDPOINT_NAME_MAX
-    stem = re.sub(r"[^a-zA-Z0-9]+", "-", f"{prefix}-endpoint").strip("-")
-    if config_name is None:
-        return stem[:most].rstrip("-")
-    suffix = hashlib.sha256(config_name.encode()).hexdigest()[:ENDPOINT_SUFFIX]
-    return f"{stem[:most - ENDPOINT_SUFFIX - 1].rstrip('-')}-{suffix}"
+ENDPOINT_SUFFIX = 8  # hex digits from the configuration's name
 
 
-def endpoint_log_groups(prefix: str, autoscaling: bool) -> str:
-    """The log group of the endpoint endpoint_name names; autoscaled, an IAM pattern of every name it may take."""
-    name = endpoint_name(prefix, "" if autoscaling else None)
-    if autoscaling:
-        name = name[:-ENDPOINT_SUFFIX] + "?" * ENDPOINT_SUFFIX
-    return catalog.SAGEMAKER_ENDPOINT_LOG_GROUP.format(endpoint=name)
+def endpoint_name_start(prefix: str) -> str:
+    """What every endpoint name of the stack starts with: PREFIX-endpoint- (PREFIX made of SageMaker's letters,
+    digits and dashes, and cut so that the whole name stays within its 63)."""
+    most = catalog.SAGEMAKER_ENDPOINT_NAME_MAX - len("-endpoint-") - ENDPOINT_SUFFIX
+    stem = re.sub(r"[^a-zA-Z0-9]+", "-", prefix).strip("-")[:most].rstrip("-")
+    return f"{stem}-endpoint-".lstrip("-")
+
+
+def endpoint_name(prefix: str, config_name: str) -> str:
+    """The endpoint's name: PREFIX-endpoint- and 8 hex digits from its configuration's name. Every change that
+    needs a new fleet replaces the configuration, so it is a new endpoint beside the old one (blue/green by name),
+    and its name is known before CreateEndpoint is called: the log group, the TTL's role and backstop are made
+    for it first."""
+    return endpoint_name_start(prefix) + hashlib.sha256(config_name.encode()).hexdigest()[:ENDPOINT_SUFFIX]
+
+
+def endpoint_log_groups(prefix: str) -> str:
+    """The log groups of every endpoint endpoint_name may name, as an IAM pattern (? is one character)."""
+    return catalog.SAGEMAKER_ENDPOINT_LOG_GROUP.format(endpoint=endpoint_name_start(prefix) + "?" * ENDPOINT_SUFFIX)
 
 
 def build_environment(provider: pulumi.ProviderResource | None, profile: pulumi.Output[str | None],
@@ -201,6 +227,26 @@ def billing_after_destroy_usd_per_month(args: SageMakerT4EndpointSettings) -> fl
     if not args.keep_images:
         return 0.0
     return round(catalog.SAGEMAKER_IMAGE_BYTES / 1e9 * catalog.AWS_PRICES["ecr:gb-month"].usd_per_hour, 2)
+
+
+def delete_target(endpoint_name: pulumi.Input[str], role: aws.iam.Role, dead_letters: aws.sqs.Queue
+                  ) -> aws.scheduler.ScheduleTargetArgs:
+    """Scheduler's universal target that deletes ENDPOINT_NAME as ROLE, retried, with the dead-letter queue."""
+    return aws.scheduler.ScheduleTargetArgs(
+        arn=DELETE_ENDPOINT_TARGET, role_arn=role.arn,
+        input=pulumi.Output.json_dumps({"EndpointName": endpoint_name}),
+        retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(**TTL_RETRY),
+        dead_letter_config=aws.scheduler.ScheduleTargetDeadLetterConfigArgs(arn=dead_letters.arn))
+
+
+@dataclass(frozen=True)
+class TtlParts:
+    """The TTL's parts made before CreateEndpoint is called; the schedule made after it shares them."""
+
+    backstop: aws.scheduler.Schedule
+    role: aws.iam.Role
+    policy: pulumi.Resource
+    dead_letters: aws.sqs.Queue
 
 
 class SageMakerT4Endpoint(T4ServingComponent):
@@ -256,7 +302,26 @@ class SageMakerT4Endpoint(T4ServingComponent):
         profile = pulumi.Output.from_input(settings.profile or (provider.profile if isinstance(provider, aws.Provider)
                                                                  else None))
         aws_environment = build_environment(provider, profile, settings.image_build_environment)
-        account_check = self._account_check(name, settings, region, aws_environment)
+
+        environment: dict[str, pulumi.Input[str]] = dict(serving.sagemaker_environment())
+        # The model's environment holds the token's secret's ARN (set once the secret is made, below). That ARN is
+        # the stack's one secret for the life of the stack, so the fleet records only that the model reads a token:
+        # the account check then waits for nothing that bills. A new token value is a new version of the same
+        # secret, which rolls out no fleet (instances started after it read it).
+        token_marker = {catalog.HF_TOKEN_SECRET_ENV: "the stack's hfToken secret"} if settings.hf_token is not None \
+            else {}
+        # What the fleet runs: the model and the endpoint configuration are made from exactly this, so a change
+        # to any of it replaces the configuration, which makes a new endpoint (a second fleet). Its digest re-runs
+        # the account check: the rule that rolls out a fleet is the rule that checks the quota for it.
+        variant: dict[str, Any] = {
+            "instance_type": settings.instance_type, "initial_instance_count": settings.instance_count,
+            "inference_ami_version": settings.inference_ami_version,
+            "container_startup_health_check_timeout_in_seconds": settings.startup_health_check_timeout_seconds,
+            "model_data_download_timeout_in_seconds": settings.model_data_download_timeout_seconds}
+        fleet = pulumi.Output.unsecret(pulumi.Output.all(
+            environment={**environment, **token_marker}, variant=variant, role=settings.execution_role_arn or "",
+            image=image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image)).apply(fleet_digest))
+        account_check = self._account_check(name, settings, region, aws_environment, fleet)
         image = TuringImage(f"{name}-image", {
             "base_image": settings.base_image, "vllm_version": catalog.PINS["vllm.sagemaker"], "region": region,
             "keep_images": settings.keep_images, "name_prefix": settings.name_prefix or default_prefix(name),
@@ -265,8 +330,9 @@ class SageMakerT4Endpoint(T4ServingComponent):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[account_check]))
 
         prefix = settings.name_prefix or default_prefix(name)
-        log_groups = endpoint_log_groups(prefix, settings.autoscaling)
-        log_group_arn = f"arn:aws:logs:{region}:*:log-group:{log_groups}"
+        log_groups = endpoint_log_groups(prefix)
+        # ARNs are written for the aws partition: a region of another is refused at preview (settings' region).
+        log_group_arn = f"arn:{catalog.AWS_PARTITION}:logs:{region}:*:log-group:{log_groups}"
         token_secret = self._token_secret(name, settings.hf_token, tags) if settings.hf_token is not None else None
         if settings.execution_role_arn is None:
             role, role_policy = service_role(f"{name}-execution", "sagemaker.amazonaws.com", [
@@ -292,7 +358,6 @@ class SageMakerT4Endpoint(T4ServingComponent):
                             + (" and secretsmanager:GetSecretValue on the hfToken secret (output hf_token_secret_arn)"
                                if token_secret else ""), resource=self)
 
-        environment: dict[str, pulumi.Input[str]] = dict(serving.sagemaker_environment())
         if token_secret is not None:
             # The ARN only: the image's entrypoint reads the token at start (turing/hf_token_entrypoint.py).
             environment[catalog.HF_TOKEN_SECRET_ENV] = token_secret[0].arn
@@ -308,32 +373,28 @@ class SageMakerT4Endpoint(T4ServingComponent):
         config = aws.sagemaker.EndpointConfiguration(
             f"{name}-config",
             production_variants=[aws.sagemaker.EndpointConfigurationProductionVariantArgs(
-                variant_name=VARIANT,
-                model_name=model.name,
-                instance_type=settings.instance_type,
-                initial_instance_count=settings.instance_count,
-                inference_ami_version=settings.inference_ami_version,
-                container_startup_health_check_timeout_in_seconds=settings.startup_health_check_timeout_seconds,
-                model_data_download_timeout_in_seconds=settings.model_data_download_timeout_seconds,
-            )],
+                variant_name=VARIANT, model_name=model.name, **variant)],
             tags=tags,
             opts=child,
         )
-        # What every name of this endpoint starts with (autoscaled: before the suffix), for the watch to list.
-        name_start = endpoint_name(prefix, "")[:-ENDPOINT_SUFFIX - 1] if settings.autoscaling else endpoint_name(prefix)
+        # The endpoint's name follows its configuration (see endpoint_name); the watch lists it by its start.
+        physical_name = config.name.apply(functools.partial(endpoint_name, prefix))
         self._watch_endpoint(name, config, region, aws_environment, fallback_instance_types(settings.instance_type),
-                             name_start, settings.log_retention_days)
-        # Autoscaled, a new configuration makes a new endpoint (see the module's docstring), with a new name.
-        physical_name: pulumi.Input[str] = (config.name.apply(functools.partial(endpoint_name, prefix))
-                                            if settings.autoscaling else endpoint_name(prefix))
+                             endpoint_name_start(prefix), settings.log_retention_days)
         log_group = self._endpoint_logs(name, physical_name, settings.log_retention_days, tags)
-        # The stack tag lets preflight find this stack's endpoint (an update holds two fleets).
+        # With a TTL, its delete schedule exists before CreateEndpoint is called (see _delete_after).
+        ttl_parts = self._ttl_before_create(name, ttl, physical_name, region, config, tags,
+                                            settings.autoscaling) if ttl is not None else None
+        # The stack tag lets preflight and status find this stack's endpoints (a change holds two fleets, and an
+        # `up` stopped during the wait leaves one outside the state); the fleet tag says what it runs.
         endpoint = aws.sagemaker.Endpoint(
             f"{name}-endpoint", name=physical_name, endpoint_config_name=config.name,
-            tags={**tags, catalog.SAGEMAKER_STACK_TAG: pulumi.get_stack()},
+            tags={**tags, catalog.SAGEMAKER_STACK_TAG: pulumi.get_stack(), catalog.SAGEMAKER_FLEET_TAG: fleet},
+            # The name follows the configuration, so a new configuration replaces the endpoint (blue/green,
+            # created before the old one is deleted) rather than updating it in place; see the module's docstring.
             # Its log group first: SageMaker would otherwise make one that never expires and outlives destroy.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[log_group],
-                                        replace_on_changes=["endpointConfigName"] if settings.autoscaling else None))
+            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["endpointConfigName"],
+                                        depends_on=[log_group, *([ttl_parts.backstop] if ttl_parts else [])]))
 
         scaling = self._autoscale(name, settings, endpoint, tags) if settings.autoscaling else None
         self.endpoint_name = endpoint.name
@@ -345,7 +406,8 @@ class SageMakerT4Endpoint(T4ServingComponent):
         self.cost_per_hour_usd_max = pulumi.Output.from_input(most) if most is not None else None
         self.scalable_target = scaling.resource_id if scaling is not None else None
         self.endpoint_deletes_at, self.ttl_dead_letter_queue_url = (
-            self._delete_after(name, ttl, endpoint, tags, scaling) if ttl is not None else (None, None))
+            self._delete_after(name, ttl, endpoint, ttl_parts, region, aws_environment)
+            if ttl is not None and ttl_parts is not None else (None, None))
         body = json.dumps({"model": serving.served_model_name, "max_tokens": 64,
                            "messages": [{"role": "user", "content": "Name the four inner planets."}]})
         self._register_contract(
@@ -364,19 +426,21 @@ class SageMakerT4Endpoint(T4ServingComponent):
         )
 
     def _account_check(self, name: str, settings: SageMakerT4EndpointSettings, region: str,
-                       environment: pulumi.Output[dict[str, str]]) -> command.local.Command:
+                       environment: pulumi.Output[dict[str, str]], fleet: pulumi.Output[str]) -> command.local.Command:
         """CodeBuild's build quota and the endpoint quota, asked at `up` (not at preview) before the image
-        build (gemma4_t4/clouds/aws_account_check.py). It runs again when what sizes the endpoint changes."""
-        request = json.dumps({"stack": pulumi.get_stack(), "instance_type": settings.instance_type,
-                              "instances": settings.instance_count, "most": settings.instances_max,
-                              # No CodeBuild quota to check when the image is built here.
-                              "compute_type": catalog.CODEBUILD_COMPUTE_TYPE
-                              if settings.image_builder == ImageBuilder.CODEBUILD else "",
-                              "tag": image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image)})
+        build (gemma4_t4/clouds/aws_account_check.py). It runs again whenever the fleet changes (FLEET: every
+        change that rolls out a new endpoint), and when autoscaling's most does."""
+        request = fleet.apply(lambda digest: json.dumps({
+            "stack": pulumi.get_stack(), "instance_type": settings.instance_type,
+            "instances": settings.instance_count, "most": settings.instances_max,
+            # No CodeBuild quota to check when the image is built on this machine.
+            "compute_type": catalog.CODEBUILD_COMPUTE_TYPE if settings.image_builder == ImageBuilder.CODEBUILD else "",
+            "tag": image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image), "fleet": digest}))
         return command.local.Command(
             f"{name}-account-check",
             create=ACCOUNT_CHECK,
-            environment=environment.apply(lambda given: {"AWS_REGION": region, **given, ACCOUNT_CHECK_ENV: request}),
+            environment=pulumi.Output.all(environment, request).apply(
+                lambda found: {"AWS_REGION": region, **found[0], ACCOUNT_CHECK_ENV: found[1]}),
             triggers=[request],
             opts=pulumi.ResourceOptions(parent=self))
 
@@ -399,7 +463,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
                        tags: dict[str, str]) -> aws.cloudwatch.LogGroup:
         """The group SageMaker writes the endpoint's container logs to, made by the stack before the endpoint (so
         that SageMaker finds it instead of making one that never expires), with a retention; destroy deletes it,
-        after the endpoint. A new endpoint name (autoscaled: a new configuration) gets a new group."""
+        after the endpoint. A new endpoint (a new configuration) gets a new group; the old one's goes with it."""
         return aws.cloudwatch.LogGroup(
             f"{name}-endpoint-logs",
             name=pulumi.Output.from_input(endpoint).apply(
@@ -458,23 +522,24 @@ class SageMakerT4Endpoint(T4ServingComponent):
                         f"{args.scaling_metric} at {args.scaling_target_value:g} per instance", resource=self)
         return target
 
-    def _delete_after(self, name: str, ttl: timedelta, endpoint: aws.sagemaker.Endpoint,
-                      tags: dict[str, str], scaling: aws.appautoscaling.Target | None
-                      ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
-        """EventBridge Scheduler deletes the endpoint ``ttl`` after it is in service, with a role
-        that can do only that, retries, and a dead-letter queue for a delete that kept failing.
-
-        The deadline comes from a clock read once when the endpoint is up, so it never depends on
-        when `pulumi up` runs: after it fired, `pulumi up` still plans and changes nothing (the
-        state still lists the endpoint); `pulumi refresh` drops the deleted endpoint, after which
-        `pulumi destroy` removes the rest, or `pulumi up` creates a new endpoint with a new clock."""
+    def _ttl_before_create(self, name: str, ttl: timedelta, endpoint_name: pulumi.Output[str], region: str,
+                           config: aws.sagemaker.EndpointConfiguration, tags: dict[str, str], autoscaling: bool
+                           ) -> TtlParts:
+        """What deletes the endpoint, made before CreateEndpoint is called: the dead-letter queue, the role that
+        may delete only this endpoint (by its name, known from the configuration's), and the backstop schedule,
+        from a clock read just before the create: that clock plus the longest the provider waits for InService,
+        the TTL and the backstop's hour. An `up` stopped during the endpoint's wait (Ctrl-C, a crash, a lost
+        laptop) leaves this schedule behind, and it deletes the endpoint."""
         child = pulumi.ResourceOptions(parent=self)
         dead_letters = aws.sqs.Queue(f"{name}-ttl-dlq", message_retention_seconds=DLQ_RETENTION_S,
                                      sqs_managed_sse_enabled=True, tags=tags, opts=child)
+        # The aws partition's ARN: a region of another partition is refused at preview (settings' region).
+        endpoint_arn = endpoint_name.apply(
+            lambda found: f"arn:{catalog.AWS_PARTITION}:sagemaker:{region}:*:endpoint/{found.lower()}")
         statements: list[dict[str, pulumi.Input]] = [
-            {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint.arn},
+            {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint_arn},
             {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": dead_letters.arn}]
-        if scaling is not None:
+        if autoscaling:
             # Deleting an autoscaled endpoint deregisters its target with the caller's rights, and fails
             # without them. AWS's page asks for the action, not for a target's ARN (SageMaker developer guide,
             # "Delete endpoints configured for auto scaling", endpoint-delete-with-scaling.html, read
@@ -483,26 +548,64 @@ class SageMakerT4Endpoint(T4ServingComponent):
             statements.append({"Effect": "Allow", "Action": "application-autoscaling:DeregisterScalableTarget",
                                "Resource": "*"})
         role, policy = service_role(f"{name}-ttl", "scheduler.amazonaws.com", statements, tags, self)
+        target = delete_target(endpoint_name, role, dead_letters)
+        requested = command.local.Command(f"{name}-endpoint-requested-at", create=CLOCK, triggers=[endpoint_name],
+                                          opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
+        # The backstop: the same delete again, later. A delete refused while the endpoint is Updating is a 4xx,
+        # and whether Scheduler retries a universal target's 4xx is undocumented; if it does not, the first
+        # attempt goes to the dead-letter queue and only the backstop deletes the endpoint. After a delete that
+        # worked, the backstop's finds no endpoint and lands in the queue (status reads past it).
+        backstop = aws.scheduler.Schedule(
+            f"{name}-ttl-backstop",
+            schedule_expression=requested.stdout.apply(lambda at: one_time_expression(
+                at.strip(), CREATE_WAIT + ttl + TTL_BACKSTOP)),
+            schedule_expression_timezone="UTC",
+            flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+            target=target,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]))
+        return TtlParts(backstop, role, policy, dead_letters)
+
+    def _delete_after(self, name: str, ttl: timedelta, endpoint: aws.sagemaker.Endpoint, parts: TtlParts,
+                      region: str, environment: pulumi.Output[dict[str, str]]
+                      ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
+        """EventBridge Scheduler deletes the endpoint ``ttl`` after it is in service, with the role that
+        can do only that, retries, and the dead-letter queue for a delete that kept failing: the deadline the
+        backstop (made before the create) gave is tightened to the moment the endpoint was in service.
+
+        The deadline comes from a clock read once when the endpoint is up, so it never depends on
+        when `pulumi up` runs: after it fired, `pulumi up` still plans and changes nothing (the
+        state still lists the endpoint); `pulumi refresh` drops the deleted endpoint, after which
+        `pulumi destroy` removes the rest, or `pulumi up` creates a new endpoint with a new clock.
+        A deadline that moves into the past (a lowered endpointTtl) deletes the endpoint during that `up`
+        (components/scripts/ttl_passed.py): whether Scheduler ever fires a one-time schedule set in the past is
+        not documented."""
         clock = command.local.Command(f"{name}-in-service-at", create=CLOCK, triggers=[endpoint.id],
                                       opts=pulumi.ResourceOptions(parent=self, depends_on=[endpoint]))
         deletes_at = clock.stdout.apply(lambda up: (datetime.fromisoformat(up.strip().replace("Z", "+00:00")) + ttl)
                                         .strftime("%Y-%m-%dT%H:%M:%SZ"))
-        target = aws.scheduler.ScheduleTargetArgs(
-            arn=DELETE_ENDPOINT_TARGET, role_arn=role.arn,
-            input=pulumi.Output.json_dumps({"EndpointName": endpoint.name}),
-            retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(**TTL_RETRY),
-            dead_letter_config=aws.scheduler.ScheduleTargetDeadLetterConfigArgs(arn=dead_letters.arn))
-        for suffix, after in (("", timedelta(0)), ("-backstop", TTL_BACKSTOP)):
-            # The backstop: the same delete again later. A delete refused while the endpoint is Updating is a
-            # 4xx, and whether Scheduler retries a universal target's 4xx is undocumented; if it does not, the
-            # first attempt goes to the dead-letter queue and only the backstop deletes the endpoint. After a
-            # delete that worked, the backstop's finds no endpoint and lands in the queue, harmlessly.
-            aws.scheduler.Schedule(
-                f"{name}-ttl{suffix}",
-                schedule_expression=deletes_at.apply(functools.partial(one_time_expression, after=after)),
-                schedule_expression_timezone="UTC",
-                flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
-                target=target,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]),
-            )
-        return deletes_at, dead_letters.url
+        passed = command.local.Command(
+            f"{name}-ttl-passed", create=TTL_PASSED,
+            environment=pulumi.Output.all(environment, endpoint.name, deletes_at).apply(lambda found: {
+                "AWS_REGION": region, **found[0],
+                TTL_PASSED_ENV: json.dumps({"endpoint_name": found[1], "deletes_at": found[2]})}),
+            triggers=[deletes_at],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[endpoint]))
+        # This schedule and its right to delete follow the endpoint resource, not the name made before it: while a
+        # change's new endpoint is created, they still delete the old one at its deadline (if the new one fails,
+        # the old one serves on with its TTL); the backstop and the first policy already name the new one.
+        in_service = aws.iam.RolePolicy(f"{name}-ttl-in-service-policy", role=parts.role.id,
+                                        policy=pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": [
+                                            {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint",
+                                             "Resource": endpoint.arn}]}),
+                                        opts=pulumi.ResourceOptions(parent=self))
+        # A deadline already past is acted on before the schedule is moved to it.
+        aws.scheduler.Schedule(
+            f"{name}-ttl",
+            schedule_expression=deletes_at.apply(functools.partial(one_time_expression, after=timedelta(0))),
+            schedule_expression_timezone="UTC",
+            flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+            target=delete_target(endpoint.name, parts.role, parts.dead_letters),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[parts.policy, in_service, passed]),
+        )
+        return deletes_at, parts.dead_letters.url
+

@@ -11,10 +11,10 @@ import subprocess
 import sys
 
 import pytest
-from aws_standin import ACCOUNT, add_codebuild_quota, add_sagemaker_quotas, enforce_endpoint_quota, manifest
+from aws_standin import ACCOUNT, add_codebuild_quota, add_sagemaker_quotas, enforce_endpoint_quota
 from conftest import REPO
 
-from gemma4_t4 import catalog
+from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds import aws_account_check
 
 pytestmark = [pytest.mark.components, pytest.mark.standin]
@@ -41,23 +41,19 @@ def check(moto, request: str) -> subprocess.CompletedProcess:
                           text=True, timeout=60)
 
 
-def stack_endpoint(moto, instances: int, tag: str | None = None) -> None:
-    """The stack's endpoint as a first `up` left it (tagged with the stack, as the component tags it), serving
-    an image pushed with TAG (None: an image ECR does not have)."""
+def stack_endpoint(moto, instances: int, fleet: str | None = None) -> None:
+    """The stack's endpoint as an earlier `up` left it (tagged with the stack and, since the fleet tag exists,
+    with the digest of the fleet it runs, as the component tags it)."""
     sagemaker = moto.client("sagemaker")
-    image = f"{ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/gemma4-t4-repo@sha256:{'0' * 64}"
-    if tag is not None:
-        ecr = moto.client("ecr")
-        ecr.create_repository(repositoryName="gemma4-t4-repo")
-        digest = ecr.put_image(repositoryName="gemma4-t4-repo", imageManifest=manifest(tag), imageTag=tag)
-        image = f"{ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/gemma4-t4-repo@{digest['image']['imageId']['imageDigest']}"
     sagemaker.create_model(ModelName="m", ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
-                           PrimaryContainer={"Image": image})
+                           PrimaryContainer={"Image": f"{ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/r@sha256:{'0' * 64}"})
     sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[
         {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.g4dn.xlarge",
          "InitialInstanceCount": instances}])
-    sagemaker.create_endpoint(EndpointName="gemma", EndpointConfigName="c",
-                              Tags=[{"Key": catalog.SAGEMAKER_STACK_TAG, "Value": "sagemaker-t4"}])
+    tags = [{"Key": catalog.SAGEMAKER_STACK_TAG, "Value": "sagemaker-t4"}]
+    if fleet is not None:
+        tags.append({"Key": catalog.SAGEMAKER_FLEET_TAG, "Value": fleet})
+    sagemaker.create_endpoint(EndpointName="gemma", EndpointConfigName="c", Tags=tags)
 
 
 def test_the_upload_and_the_build_wait_for_the_check(run_stack):
@@ -68,8 +64,50 @@ def test_the_upload_and_the_build_wait_for_the_check(run_stack):
         assert check_urn in plan.one(type_, name).options["dependsOn"], name
     request = json.loads(plan.one(COMMAND, CHECK).inputs["environment"][aws_account_check.REQUEST_ENV])
     tag = plan.one(COMMAND, "gemma4-t4-image-codebuild-run").inputs["triggers"][0]
+    fleet = plan.one("aws:sagemaker/endpoint:Endpoint").inputs["tags"][catalog.SAGEMAKER_FLEET_TAG]
     assert request == {"stack": "sagemaker-t4", "instance_type": "ml.g4dn.xlarge", "instances": 1, "most": 1,
-                       "compute_type": "BUILD_GENERAL1_MEDIUM", "tag": tag}
+                       "compute_type": "BUILD_GENERAL1_MEDIUM", "tag": tag, "fleet": fleet}
+    assert plan.one(COMMAND, CHECK).inputs["triggers"] == [plan.one(COMMAND, CHECK).inputs["environment"][
+        aws_account_check.REQUEST_ENV]]
+
+
+def what_the_fleet_runs(plan) -> dict:
+    """The model's and the endpoint configuration's inputs, less the names Pulumi gives them."""
+    model = plan.one("aws:sagemaker/model:Model").inputs["primaryContainer"]
+    (variant,) = plan.one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").inputs["productionVariants"]
+    return {"model": model, "variant": {k: v for k, v in variant.items() if k != "modelName"}}
+
+
+FLEET_CHANGES = ["maxModelLen=4096", "maxNumSeqs=4", "model=xbill9/gemma-4-E4B-it-qat-q4_0-w4a16-ct-text-emb4",
+                 "instanceCount=2", "instanceType=ml.g4dn.2xlarge", "startupHealthCheckTimeoutSeconds=1200",
+                 "gpuMemoryUtilization=0.85"]
+
+
+@pytest.mark.parametrize("change", FLEET_CHANGES)
+def test_every_change_that_rolls_out_a_fleet_runs_the_check_again(run_stack, change):
+    """The rule that makes a new endpoint (a change to what the model and the configuration are made from) is the
+    rule that re-runs the quota check, not a list of fields: a new model, maxModelLen or dtype starts a second
+    fleet as surely as a new instance type does."""
+    before, after = run_stack("sagemaker-t4"), run_stack("sagemaker-t4", change)
+    assert what_the_fleet_runs(after) != what_the_fleet_runs(before), "the change rolls out a new fleet"
+    assert after.one(COMMAND, CHECK).inputs["triggers"] != before.one(COMMAND, CHECK).inputs["triggers"]
+
+
+@pytest.mark.parametrize("change", ["endpointTtl=8h", "maxInstanceCount=0"])
+def test_a_change_that_rolls_out_no_fleet_does_not_run_the_check_again(run_stack, change):
+    before, after = run_stack("sagemaker-t4"), run_stack("sagemaker-t4", change)
+    assert what_the_fleet_runs(after) == what_the_fleet_runs(before)
+    assert after.one(COMMAND, CHECK).inputs["triggers"] == before.one(COMMAND, CHECK).inputs["triggers"]
+
+
+def test_a_token_is_part_of_the_fleet(run_stack):
+    """Setting a token gives the model its secret's ARN (HF_TOKEN_SECRET_ARN): a new model, a new fleet, so the
+    check runs again. A new value of the token is a new version of the same secret: no new model, no new fleet."""
+    config = clouds.stack_config("sagemaker-t4", (), REPO)
+    config["gemma4-t4:hfToken"] = {"secure": "AAABAGVuY3J5cHRlZA=="}
+    with_token = clouds.offline_plan("sagemaker-t4", config)
+    without = run_stack("sagemaker-t4")
+    assert with_token.one(COMMAND, CHECK).inputs["triggers"] != without.one(COMMAND, CHECK).inputs["triggers"]
 
 
 def test_a_new_account_with_no_codebuild_builds_stops_with_the_quota_and_its_fix(account, run_stack, monkeypatch):
@@ -109,14 +147,23 @@ def test_a_change_to_the_running_endpoint_needs_both_fleets(account, run_stack, 
 
 
 def test_an_up_that_leaves_the_running_endpoint_as_it_is_needs_no_second_fleet(account, run_stack, monkeypatch):
-    """The running endpoint already serves this up's image (its tag, by the model's digest) at this type and count:
-    nothing is rolled out, so a quota that holds one fleet is enough (first up after an upgrade, or a re-run)."""
+    """The running endpoint already runs this up's fleet (its fleet tag): nothing is rolled out, so a quota that
+    holds one fleet is enough (a re-run after a failed `up`)."""
     add_codebuild_quota(monkeypatch, default=1.0, applied=None)
     add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 1.0})
     request = planned_request(run_stack)
-    stack_endpoint(account, 1, tag=json.loads(request)["tag"])
+    stack_endpoint(account, 1, fleet=json.loads(request)["fleet"])
     result = check(account, request)
     assert result.returncode == 0 and "note: update of this stack's endpoint" in result.stderr, result.stderr
+
+
+def test_a_new_max_model_len_on_the_same_type_and_count_needs_both_fleets(account, run_stack, monkeypatch):
+    """Same instance type, count and image, another maxModelLen: a new model, a new endpoint, two fleets at once."""
+    add_codebuild_quota(monkeypatch, default=1.0, applied=None)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 1.0})
+    stack_endpoint(account, 1, fleet=json.loads(planned_request(run_stack))["fleet"])
+    result = check(account, planned_request(run_stack, "maxModelLen=4096"))
+    assert result.returncode == 1 and "refused: update of this stack's endpoint" in result.stderr, result.stderr
 
 
 def test_autoscaling_beyond_the_quota_is_a_note_not_a_refusal(account, run_stack, monkeypatch):

@@ -17,7 +17,7 @@ from gemma4_t4.components.scripts import endpoint_watch
 
 pytestmark = [pytest.mark.components, pytest.mark.standin]
 
-NAME = "gemma4-t4-endpoint-1a2b3c4"
+NAME = "sagemaker-t4-endpoint-1a2b3c4d"
 # SageMaker's FailureReason for a container the host image's driver cannot run (seed 002).
 CANNOT_START = ("CannotStartContainerError. Please ensure the model container for variant AllTraffic starts "
                 "correctly when invoked with 'docker run <image> serve'")
@@ -37,7 +37,7 @@ def account(moto):
 
 
 def watch(moto, **request) -> subprocess.CompletedProcess:
-    fields = {"config_name": "cfg-new", "name_prefix": "gemma4-t4-endpoint", "appear_s": 0.3, "poll_s": 0.05,
+    fields = {"config_name": "cfg-new", "name_prefix": "sagemaker-t4-endpoint-", "appear_s": 0.3, "poll_s": 0.05,
               **request}
     env = {"PATH": os.environ["PATH"], **moto.env(), endpoint_watch.REQUEST_ENV: json.dumps(fields)}
     return subprocess.run([sys.executable, "-m", endpoint_watch.MODULE], cwd=REPO, env=env, capture_output=True,
@@ -59,7 +59,7 @@ def test_the_stack_watches_the_endpoint_made_from_its_configuration(run_stack):
     watched = plan.one("command:local:Command", "gemma4-t4-endpoint-watch")
     config = plan.one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").state["name"]
     request = json.loads(watched.inputs["environment"][endpoint_watch.REQUEST_ENV])
-    assert request == {"config_name": config, "name_prefix": "sagemaker-t4-endpoint",
+    assert request == {"config_name": config, "name_prefix": "sagemaker-t4-endpoint-",
                        "fallbacks": ["ml.g4dn.2xlarge", "ml.g4dn.4xlarge", "ml.g4dn.8xlarge", "ml.g4dn.16xlarge"],
                        "log_retention_days": 14}
     four = json.loads(run_stack("sagemaker-t4", "tensorParallelSize=4").one(

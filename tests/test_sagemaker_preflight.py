@@ -116,7 +116,7 @@ def test_a_full_quota_fails_with_the_number_to_request(aws, monkeypatch):
 
 def test_an_update_of_the_stacks_endpoint_needing_twice_the_quota_warns(aws, monkeypatch):
     add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 1.0})
-    endpoint(aws, "gemma4-t4-endpoint-1a2b3c4", 1, stack="sagemaker-t4")
+    endpoint(aws, "sagemaker-t4-endpoint-1a2b3c4d", 1, stack="sagemaker-t4")
     result = checks()
     assert result[G4DN].ok and "this stack's endpoint holds 1" in result[G4DN].detail
     update = result["update of this stack's endpoint"]

@@ -67,8 +67,9 @@ def test_execution_role_can_only_pull_this_repository_and_write_endpoint_logs(ru
     statements = {s["Sid"]: s for s in _policy(plan, "gemma4-t4-execution-policy")["Statement"]}
     assert set(statements) == {"EcrLogin", "PullImage", "EndpointLogs", "Metrics"}
     assert statements["PullImage"]["Resource"] == plan.one("aws:ecr/repository:Repository").state["arn"]
-    group = "arn:aws:logs:us-east-2:*:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint"
-    assert statements["EndpointLogs"]["Resource"] == [group, f"{group}:*"], "the endpoint's own group, no other"
+    # The groups of the names the stack gives its endpoints (sagemaker-t4-endpoint- and 8 hex digits), no other.
+    group = "arn:aws:logs:us-east-2:*:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint-????????"
+    assert statements["EndpointLogs"]["Resource"] == [group, f"{group}:*"], "the endpoint's own groups, no other"
     actions = [a for s in statements.values() for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
     assert not any(a.startswith(("sagemaker:", "s3:", "iam:")) or a.endswith("*") for a in actions)
     assert not plan.find("aws:iam/rolePolicyAttachment:RolePolicyAttachment"), "no managed policy (FullAccess)"
@@ -224,8 +225,8 @@ def test_the_endpoints_log_group_is_made_first_with_a_retention(run_stack):
     plan = run_stack("sagemaker-t4")
     endpoint = plan.one("aws:sagemaker/endpoint:Endpoint")
     group = plan.one(LOG_GROUP, "gemma4-t4-endpoint-logs")
-    assert endpoint.inputs["name"] == "sagemaker-t4-endpoint"
-    assert group.inputs["name"] == "/aws/sagemaker/Endpoints/sagemaker-t4-endpoint"
+    assert re.fullmatch(r"sagemaker-t4-endpoint-[0-9a-f]{8}", endpoint.inputs["name"])
+    assert group.inputs["name"] == f"/aws/sagemaker/Endpoints/{endpoint.inputs['name']}"
     assert group.inputs["retentionInDays"] == 14.0
     assert f"{LOG_GROUP}::gemma4-t4-endpoint-logs" in endpoint.options["dependsOn"]
     assert group.options["retainOnDelete"] is False and "skipDestroy" not in group.inputs
@@ -233,10 +234,13 @@ def test_the_endpoints_log_group_is_made_first_with_a_retention(run_stack):
     assert kept.inputs["retentionInDays"] == 90.0
 
 
-def test_an_autoscaled_endpoints_name_and_log_group_follow_its_configuration(run_stack):
+@pytest.mark.parametrize("overrides", [(), ("maxInstanceCount=2",)])
+def test_an_endpoints_name_and_log_group_follow_its_configuration(run_stack, overrides):
+    """Autoscaled or not (every new configuration is a new endpoint): one naming rule for the endpoint, its log
+    group, the role's right to write there and the watch."""
     from gemma4_t4.components import sagemaker
 
-    plan = run_stack("sagemaker-t4", "maxInstanceCount=2")
+    plan = run_stack("sagemaker-t4", *overrides)
     config = plan.one(CONFIG).state["name"]
     name = plan.one("aws:sagemaker/endpoint:Endpoint").inputs["name"]
     assert name == sagemaker.endpoint_name("sagemaker-t4", config) and re.fullmatch(r"sagemaker-t4-endpoint-[0-9a-f]{8}",
@@ -255,11 +259,14 @@ def test_endpoint_names_are_names_sagemaker_takes(prefix):
     from gemma4_t4.components import sagemaker
 
     rule = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # CreateEndpoint's EndpointName pattern
-    for config in (None, "gemma4-t4-config-1234567"):
-        name = sagemaker.endpoint_name(prefix, config)
+    group = sagemaker.endpoint_log_groups(prefix).removeprefix("/aws/sagemaker/Endpoints/")
+    names = {sagemaker.endpoint_name(prefix, config) for config in ("gemma4-t4-config-1234567", "a" * 80 + "-config")}
+    assert len(names) == 2, "another configuration, another endpoint"
+    for name in names:
         assert rule.fullmatch(name), name
-        group = sagemaker.endpoint_log_groups(prefix, config is not None).removeprefix("/aws/sagemaker/Endpoints/")
-        assert re.fullmatch(group.replace("?", "[0-9a-f]"), name)
+        assert re.fullmatch(group.replace("?", "[0-9a-f]"), name) and name.startswith(
+            sagemaker.endpoint_name_start(prefix))
+        assert "-endpoint-" in name, "the stack's endpoints stay recognisable, however long the prefix"
 
 
 REFUSED = [

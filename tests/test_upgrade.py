@@ -1,4 +1,5 @@
-"""An upgrade from 0.2.0 replaces nothing: the components' new type tokens carry aliases to the old ones,
+"""An upgrade from 0.2.0 replaces nothing but what REPLACED_SINCE_020 lists with its reason: the components' new
+type tokens carry aliases to the old ones,
 and what 0.2.0's stack program registered (tests/fixtures/registered-0.2.0.json, recorded by running it
 under the same mocks) is matched by URN or alias, with the inputs that would replace a resource unchanged.
 
@@ -32,14 +33,24 @@ ADDED_SINCE_020 = {
     ("sagemaker-t4", "aws:scheduler/schedule:Schedule", "gemma4-t4-ttl-backstop"),
     # The endpoint's log group (issue 26), made before the endpoint so that destroy deletes it: nothing billing.
     ("sagemaker-t4", "aws:cloudwatch/logGroup:LogGroup", "gemma4-t4-endpoint-logs"),
+    # The backstop's clock, read just before CreateEndpoint (issue 26): a local command.
+    ("sagemaker-t4", "command:local:Command", "gemma4-t4-endpoint-requested-at"),
+    # The lowered TTL's deadline check (issue 26): a local command.
+    ("sagemaker-t4", "command:local:Command", "gemma4-t4-ttl-passed"),
+    # The TTL role's right to delete the endpoint in service (issue 26): an inline policy of the TTL's role.
+    ("sagemaker-t4", "aws:iam/rolePolicy:RolePolicy", "gemma4-t4-ttl-in-service-policy"),
 }
 # Resources an upgrade from 0.2.0 replaces on purpose, with the reason: (stack, type, name) -> why.
 REPLACED_SINCE_020 = {
     # The default startup window is derived from seed 000's measured parts (issue 26: 1020 s, was 900 s): a new
-    # configuration. Autoscaled (as recorded), that is a new endpoint beside the old one, which is deleted once
-    # the new one is in service; the endpoint is now named (its log group exists first), as the name input shows.
+    # configuration.
     ("sagemaker-t4", "aws:sagemaker/endpointConfiguration:EndpointConfiguration", "gemma4-t4-config"):
         "startupHealthCheckTimeoutSeconds' default",
+    # Every new configuration is a new endpoint beside the old one, deleted once the new one is in service (issue
+    # 26, blue/green by name); it is now named NAMEPREFIX-endpoint-<8 hex from the configuration's name>, known
+    # before CreateEndpoint so that its log group and the TTL's backstop exist first (0.2.0's was auto-named).
+    ("sagemaker-t4", "aws:sagemaker/endpoint:Endpoint", "gemma4-t4-endpoint"):
+        "a new configuration, and the endpoint's name made from it",
 }
 # Inputs changed since 0.2.0 by an in-place update, not a replacement: (type, input) -> the keys added. The data
 # disk's label that mirrors retainDataDisk (components/gce.py RETAIN_LABEL): google_compute_disk's labels have no
@@ -130,6 +141,8 @@ def test_every_resource_of_a_020_stack_is_matched_and_not_replaced(run_stack, st
             want = old["inputs_sha256_without_metadata"] if without_guest else old["inputs_sha256"]
             assert hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest() == want, (
                 f"{new.urn}: {sorted(kept)} changed, which replaces it")
+    replaced = {r for r in REPLACED_SINCE_020 if r[0] == stack}
+    assert replaced <= {(stack, r.type, r.name) for urn, r in found.items() if urn in olds}, "replaced: not in 0.2.0"
     added = {(stack, r.type, r.name) for urn, r in found.items() if urn not in olds}
     assert added == {a for a in ADDED_SINCE_020 if a[0] == stack}, "an upgrade adds resources not planned for"
     assert not any(type_ in KEPT_TYPES for _, type_, _ in added), "an upgrade adds a VM, disk or endpoint"

@@ -5,8 +5,9 @@ when the endpoint configuration exists, finds the endpoint SageMaker creates fro
 - Failed: prints SageMaker's FailureReason, gives the endpoint's log group (/aws/sagemaker/Endpoints/NAME: the
   stack's, or one SageMaker created without a retention) the stack's retention, deletes the endpoint (it holds
   no instances, but stays in the account, and in the way of the next `up`), and exits 1 with the reason.
-- An endpoint of this stack being updated to the configuration instead: exits 0 (a failed update is
-  rolled back by SageMaker to the old configuration; nothing is left behind). No endpoint at all within
+- An endpoint of this stack being updated to the configuration instead: exits 0. The stack no longer
+  updates an endpoint in place (every new configuration is a new endpoint, named after it; see
+  components/sagemaker.py), so this meets only an update made outside it. No endpoint at all within
   the appear time (CreateEndpoint refused, e.g. ResourceLimitExceeded): exits 0, the Endpoint reports it.
 """
 
@@ -36,7 +37,7 @@ NO_CAPACITY = "InsufficientInstanceCapacity"
 @dataclass(frozen=True)
 class WatchRequest:
     config_name: str  # the endpoint configuration the endpoint is created from
-    name_prefix: str  # the endpoint's auto-name starts with it
+    name_prefix: str  # every name of the stack's endpoints starts with it (PREFIX-endpoint-)
     fallbacks: tuple[str, ...] = ()  # other instance types with the same T4s, in the order to try them
     log_retention_days: int = 14  # the stack's logRetentionDays (its own log group has it already)
     appear_s: float = 300

@@ -93,6 +93,14 @@ SAGEMAKER_BASE_IMAGE_BYTES = 8 * 10**9
 # The tag this project puts on its endpoint, with the stack's name: how preflight finds the stack's
 # own endpoint among the account's.
 SAGEMAKER_STACK_TAG = "gemma4-t4:stack"
+# The tag that says which fleet an endpoint runs: a digest of everything its model and endpoint configuration are
+# made from (components/sagemaker.py, fleet_digest). The account check compares it with the running endpoint's to
+# know whether an `up` rolls out a second fleet.
+SAGEMAKER_FLEET_TAG = "gemma4-t4:fleet"
+# How long the AWS provider waits for a new endpoint to be InService before it fails the create
+# (terraform-provider-aws, internal/service/sagemaker/endpoint.go, waitEndpointInService: timeout = 60 * time.Minute;
+# pulumi-aws bridges it unchanged). An endpoint not in service by then is no longer waited for by `pulumi up`.
+SAGEMAKER_ENDPOINT_CREATE_TIMEOUT_S = 60 * 60
 # The port the AWS vLLM container serves /ping and /invocations on (SageMaker's container contract).
 SAGEMAKER_CONTAINER_PORT = 8080
 # The clamped SageMaker image as pushed (seed 002: "8.34 GiB compressed").

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         console.print(Text.assemble(Text(result.target), ": ", verdict, f" ({result.reason})" if result.reason else ""))
         table = Table(show_header=False, show_edge=False, box=None, padding=(0, 2))
         for key, value in result.details.items():
-            table.add_row(Text(key), Text(str(value)))
+            table.add_row(Text(key), Text("\n".join(value) if isinstance(value, list) else str(value)))
         for model in result.models:
             table.add_row("model", Text(f"{model['id']}  max_model_len: {model['max_model_len']}"))
         console.print(table)

@@ -9,7 +9,10 @@ It asks, with the AWS provider's settings (the same environment as the image bui
 2. The endpoint quota "<instance type> for endpoint usage" holds the instances the endpoint starts with
    beside those the account's other endpoints hold; when the stack's endpoint already runs, a change holds
    the old and the new fleet at once (blue/green), so both must fit, unless the running endpoint already
-   is what this `up` deploys (same type and count, its model's image carrying this `up`'s tag).
+   is what this `up` deploys (its fleet tag is this `up`'s fleet digest). The step runs again whenever the
+   fleet digest changes: the same rule that makes a new endpoint (components/sagemaker.py, fleet_digest)
+   re-checks the quota for it, whatever changed (type, count, image, model, maxModelLen, dtype, a token set
+   or removed).
 A refusal exits 1 with the quota's name and how to raise it, which stops `pulumi up` there. Credentials
 that may not read the quotas leave the account unchecked (said, not fatal).
 """
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..catalog import SAGEMAKER_STACK_TAG
+from ..catalog import SAGEMAKER_FLEET_TAG, SAGEMAKER_STACK_TAG
 from ..components.scripts.codebuild_run import session_from_env
 from ..core.preflight import UPDATE_CHECK, Check, codebuild_check, fetch_codebuild, sagemaker_checks, sagemaker_usage
 
@@ -39,29 +42,22 @@ class CheckRequest:
     most: int  # the most autoscaling may run (= instances without it)
     compute_type: str  # "" with imageBuilder local: no CodeBuild quota to check
     tag: str = ""  # the image tag this `up` deploys
+    fleet: str = ""  # the digest of what this `up`'s fleet runs (the endpoint's fleet tag)
 
 
 def own_endpoint_unchanged(session, request: CheckRequest) -> bool:
-    """Whether the stack's running endpoint already is what this `up` deploys: the same instance type and count,
-    and a model whose image carries this tag (in ECR, by the digest the model runs). Then no second fleet is
-    made. Anything unreadable counts as a change."""
-    sagemaker, ecr = session.client("sagemaker"), session.client("ecr")
+    """Whether the stack's running endpoint already is what this `up` deploys: it carries this `up`'s fleet
+    digest (a re-run after a failed `up`, or a change that rolls out no fleet). Then no second fleet is made.
+    Anything unreadable, or an endpoint without the tag (made before it existed), counts as a change."""
+    if not request.fleet:
+        return False
+    sagemaker = session.client("sagemaker")
     try:
         for page in sagemaker.get_paginator("list_endpoints").paginate():
             for summary in page["Endpoints"]:
-                endpoint = sagemaker.describe_endpoint(EndpointName=summary["EndpointName"])
-                tags = sagemaker.list_tags(ResourceArn=endpoint["EndpointArn"]).get("Tags", [])
-                if {"Key": SAGEMAKER_STACK_TAG, "Value": request.stack} not in tags:
-                    continue
-                config = sagemaker.describe_endpoint_config(EndpointConfigName=endpoint["EndpointConfigName"])
-                variant = config["ProductionVariants"][0]
-                if (variant.get("InstanceType"), variant.get("InitialInstanceCount")) != (
-                        request.instance_type, request.instances):
-                    return False
-                image = sagemaker.describe_model(ModelName=variant["ModelName"])["PrimaryContainer"]["Image"]
-                repository, _, digest = image.partition("/")[2].partition("@")
-                found = ecr.describe_images(repositoryName=repository, imageIds=[{"imageDigest": digest}])
-                return any(request.tag in d.get("imageTags", []) for d in found["imageDetails"])
+                tags = sagemaker.list_tags(ResourceArn=summary["EndpointArn"]).get("Tags", [])
+                if {"Key": SAGEMAKER_STACK_TAG, "Value": request.stack} in tags:
+                    return {"Key": SAGEMAKER_FLEET_TAG, "Value": request.fleet} in tags
     except (BotoCoreError, ClientError):
         return False
     return False

@@ -14,13 +14,13 @@ from .. import catalog
 from ..catalog import CODEBUILD_COMPUTE_TYPE, PULUMI_AWS_CONFIG_KEYS, PULUMI_AWS_LEGACY_CONFIG_KEYS
 from ..components import provider_answers as answers
 from ..components.config import SageMakerT4EndpointSettings
-from ..core import capacity, preflight
+from ..core import capacity, ops, preflight
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate, CostItem
 from ..core.lifecycle import SAGEMAKER_NOT_STOPPABLE
 from ..core.plan import MOCK_ACCOUNT, Invoke, Plan, ProviderInvokeError
 from ..core.preflight import Check, Needs
-from ..core.targets import SageMakerTarget, Target
+from ..core.targets import SageMakerTarget, Target, TargetError
 from ..errors import ConfigError, Set, Unset
 from .base import Cloud, Place, Secret
 
@@ -212,7 +212,7 @@ class SageMaker(Cloud):
         target = outputs["target"]
         return SageMakerTarget(target["endpoint_name"], target["region"], profile=target.get("profile"),
                                ttl_deletes_at=outputs.get("endpoint_deletes_at"),
-                               ttl_dead_letter_queue_url=outputs.get("ttl_dead_letter_queue_url"))
+                               ttl_dead_letter_queue_url=outputs.get("ttl_dead_letter_queue_url"), stack=stack)
 
     def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs:
         variant = plan.one(ENDPOINT_CONFIG).inputs["productionVariants"][0]
@@ -231,8 +231,20 @@ class SageMaker(Cloud):
         build = [preflight.codebuild_check(region, CODEBUILD_COMPUTE_TYPE, preflight.fetch_codebuild_quota(
             region, CODEBUILD_COMPUTE_TYPE, profile))] if builder == "codebuild" else []
         quota, in_use, own, untyped = preflight.fetch_sagemaker(region, needs.instance_type, stack, profile)
-        return [*build, *preflight.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use, own,
-                                                   needs.most if needs.most > needs.instances else None, untyped)]
+        checks = [*build, *preflight.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use,
+                                                      own, needs.most if needs.most > needs.instances else None,
+                                                      untyped)]
+        strays = preflight.strays_check(region, preflight.fetch_stack_endpoints(region, stack, profile),
+                                        self.endpoint_in_state(stack))
+        return checks + ([strays] if strays else [])
+
+    def endpoint_in_state(self, stack: str) -> str | None:
+        """The endpoint the stack's state holds ("" none), read with the Pulumi CLI; None if it cannot be read."""
+        try:
+            outputs = ops.stack_outputs(stack)
+        except TargetError:
+            return None
+        return str((outputs.get("target") or {}).get("endpoint_name") or "")
 
     def regions(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> RegionsReport:
         preflight.aws_region(needs)

@@ -172,6 +172,26 @@ def sagemaker_checks(region: str, instance_type: str, instances: int, quota: End
     return checks
 
 
+STRAYS_CHECK = "endpoints outside the stack's state"
+
+
+def strays_check(region: str, tagged: Sequence[tuple[str, str]], in_state: str | None) -> Check | None:
+    """TAGGED: the (name, status) of the endpoints that carry the stack's tag; IN_STATE: the one the stack's state
+    holds ("" none, None when the state could not be read). The others were made by an `up` stopped during the
+    endpoint's wait (Ctrl-C): they bill outside the state, and the stack's TTL schedule deletes them only at its
+    backstop's deadline."""
+    strays = [(name, status) for name, status in tagged if name != in_state]
+    if not strays or (in_state is None and len(tagged) < 2):
+        return None
+    lines = "; ".join(f"aws sagemaker delete-endpoint --endpoint-name {name} --region {region}" for name, _ in strays)
+    found = ", ".join(f"{name} ({status})" for name, status in strays)
+    detail = (f"{found} carr{'ies' if len(strays) == 1 else 'y'} this stack's tag but "
+              + ("not its state" if in_state is not None else
+                 "only one endpoint can be the stack's (`pulumi stack output target` names it)")
+              + ": left by an `up` stopped during the endpoint's wait, billing")
+    return Check(STRAYS_CHECK, True, detail, lines, warning=True)
+
+
 def codebuild_check(region: str, compute_type: str, quota: EndpointQuota | None) -> Check:
     """Whether CodeBuild may run one build of COMPUTE_TYPE: the account's "Concurrently running builds
     for ... environment" (None: Service Quotas lists no such quota in the region)."""
@@ -238,6 +258,20 @@ def sagemaker_usage(session: Any, instance_type: str, stack: str
     """fetch_sagemaker's answer, asked through SESSION (AWS errors are the caller's)."""
     return (_endpoint_quota(session.client("service-quotas"), instance_type),
             *_instances_in_use(session.client("sagemaker"), instance_type, stack))
+
+
+def fetch_stack_endpoints(region: str, stack: str, profile: str | None = None) -> list[tuple[str, str]]:
+    """(name, status) of the region's endpoints that carry the stack's tag."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    sagemaker = aws_session(region, profile, PreflightError).client("sagemaker")
+    try:
+        return [(summary["EndpointName"], summary["EndpointStatus"])
+                for page in sagemaker.get_paginator("list_endpoints").paginate() for summary in page["Endpoints"]
+                if {"Key": SAGEMAKER_STACK_TAG, "Value": stack}
+                in sagemaker.list_tags(ResourceArn=summary["EndpointArn"]).get("Tags", [])]
+    except (BotoCoreError, ClientError) as err:
+        raise PreflightError(cloud_message(err) or f"AWS: {err}") from None
 
 
 def fetch_codebuild_quota(region: str, compute_type: str, profile: str | None = None) -> EndpointQuota | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -547,6 +548,9 @@ class SageMakerTarget:
     # dead-letter queue where a delete that kept failing lands (then the endpoint still bills).
     ttl_deletes_at: str | None = None
     ttl_dead_letter_queue_url: str | None = None
+    # The stack whose tag (catalog.SAGEMAKER_STACK_TAG) marks its endpoints: any other than ENDPOINT is outside
+    # the stack's state (an `up` stopped during the endpoint's wait) and bills; None: not asked.
+    stack: str | None = None
     label: str = ""
     read_timeout_s: float = SAGEMAKER_READ_TIMEOUT_S
     runtime: Any = field(init=False, repr=False)
@@ -636,20 +640,62 @@ class SageMakerTarget:
         if self.ttl_deletes_at:
             info["ttl_deletes_at"] = self.ttl_deletes_at
         if self.ttl_dead_letter_queue_url:
-            failed = self.failed_ttl_deletes()
+            failed = self.failed_ttl_deletes(described["CreationTime"])
             info["ttl_failed_deletes"] = failed
             if failed:
                 info["ttl_warning"] = (f"the TTL's delete failed {failed} time(s) and is not retried again: the "
                                        f"endpoint was NOT deleted and bills; delete it with `pulumi destroy` and read "
                                        f"the reason in {self.ttl_dead_letter_queue_url}")
+        if self.stack:
+            strays = self.strays()
+            if strays:
+                info["not_in_the_stack"] = strays
         return info
 
-    def failed_ttl_deletes(self) -> int:
-        """Messages in the TTL's dead-letter queue: each is a delete Scheduler gave up on."""
+    def failed_ttl_deletes(self, created: Any) -> int:
+        """The TTL deletes Scheduler gave up on for THIS endpoint: dead letters that name it and were sent after it
+        was created. The queue also holds, for 14 days, the backstop's harmless failure after every delete that
+        worked, and the letters of an earlier endpoint of the same name; those are not this endpoint's."""
         sqs = self._session.client("sqs", endpoint_url=self.endpoint_url)
-        attributes = self._call(sqs.get_queue_attributes, QueueUrl=self.ttl_dead_letter_queue_url,
-                                AttributeNames=["ApproximateNumberOfMessages"])["Attributes"]
-        return int(attributes["ApproximateNumberOfMessages"])
+        # A dead letter's body is "a JSON payload containing invocation details and any response received from the
+        # target" (EventBridge Scheduler User Guide, "Configuring a dead-letter queue"): the endpoint's name is read
+        # as a whole word in it, whatever its layout. SentTimestamp is SQS's own attribute (epoch milliseconds).
+        named = re.compile(rf"(?<![A-Za-z0-9-]){re.escape(self.endpoint)}(?![A-Za-z0-9-])")
+        since_ms = created.timestamp() * 1000
+        seen: dict[str, bool] = {}
+        for _ in range(10):  # short polls sample the queue's servers: ask until nothing new comes back
+            messages = self._call(sqs.receive_message, QueueUrl=self.ttl_dead_letter_queue_url,
+                                  MaxNumberOfMessages=10, VisibilityTimeout=0,
+                                  AttributeNames=["SentTimestamp"]).get("Messages", [])
+            new = [m for m in messages if m["MessageId"] not in seen]
+            if not new:
+                break
+            for message in new:
+                seen[message["MessageId"]] = bool(named.search(message.get("Body", ""))) and \
+                    int(message.get("Attributes", {}).get("SentTimestamp", 0)) >= since_ms
+        return sum(seen.values())
+
+    def strays(self) -> list[str]:
+        """Endpoints that carry the stack's tag but are not the stack's endpoint, each with the line that deletes
+        it: one made by an `up` that was stopped during its wait bills outside the stack's state."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        from ..catalog import SAGEMAKER_STACK_TAG
+
+        found = []
+        try:
+            for page in self.control.get_paginator("list_endpoints").paginate():
+                for summary in page["Endpoints"]:
+                    if summary["EndpointName"] == self.endpoint:
+                        continue
+                    tags = self.control.list_tags(ResourceArn=summary["EndpointArn"]).get("Tags", [])
+                    if {"Key": SAGEMAKER_STACK_TAG, "Value": self.stack} in tags:
+                        found.append(f"{summary['EndpointName']} ({summary['EndpointStatus']}, not in the stack's "
+                                     f"state, bills): aws sagemaker delete-endpoint --endpoint-name "
+                                     f"{summary['EndpointName']} --region {self.region}")
+        except (BotoCoreError, ClientError) as err:
+            raise self._error(err) from None
+        return found
 
     def probe(self) -> tuple[bool, str]:
         status = self.describe()["endpoint_status"]
