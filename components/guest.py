@@ -41,6 +41,9 @@ IDLE_STOP_TIMER = "gemma4-t4-idle-stop.timer"
 VLLM_UNIT = "gemma4-vllm.service"
 DATA_MOUNT = "/opt1"  # gemma4-vllm.service names it too (ExecStart)
 SERVICE_USER = "vllm"
+# The venv the service runs: a symlink to the lock's own venv (install-vllm.sh); 0.2.0's was a directory at
+# {DATA_MOUNT}/vllm/venv, removed once the new one serves (prune-venvs.sh).
+VENV = f"{DATA_MOUNT}/vllm/current"
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,8 @@ def guest_env(settings: GuestSettings) -> dict[str, str]:
         "SWAP_SIZE_GB": str(settings.swap_size_gb),
         "SERVICE_USER": SERVICE_USER,
         "PYTHON": catalog.PINS["gce.python"],
-        "VENV": f"{DATA_MOUNT}/vllm/venv",
+        # A symlink to this lock's own venv, $DATA_MOUNT/vllm/venv-VERSION-LOCKHASH (install-vllm.sh).
+        "VENV": VENV,
         "VLLM_LOCK": VLLM_LOCK,
         "CLAMP_SRC": CLAMP_SRC,
         "DRIVER_BRANCH": catalog.PINS["nvidia.driver_branch"],
