@@ -4,6 +4,7 @@ here where a machine allows (a loop device for the data disk; swap files and fst
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -490,8 +491,10 @@ def test_a_second_boot_test_is_refused_with_the_holders_pid(tmp_path):
 
 
 def _serving_from(tmp_path: Path, venv: Path) -> subprocess.Popen:
-    """A process whose command line starts as serve.sh's exec does: VENV/bin/python."""
-    return subprocess.Popen(["bash", "-c", f'exec -a "{venv}/bin/python" sleep 60'])
+    """A process that has a file of VENV mapped, as vLLM has its venv's libraries."""
+    program = venv / "bin" / "python"
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", program)
+    return subprocess.Popen([str(program), "60"])
 
 
 def _prune(tmp_path: Path, pid: int, healthy: bool = True) -> subprocess.CompletedProcess:

@@ -9,15 +9,16 @@ log() { echo "prune-venvs: $*"; }
 health=${METRICS_URL%/metrics}/health
 wait_s=${PRUNE_WAIT_S:-3600}
 
-# serving_from_current: vLLM is healthy, and the process serving is the one serve.sh started from the venv
-# $VENV points to now (a vLLM started before an install switched $VENV still runs from the old one).
+# serving_from_current: vLLM is healthy, and the process serving has files of the venv $VENV points to now
+# mapped (a vLLM started before an install switched $VENV still runs from the old one). Its memory maps, not its
+# command line: vLLM may retitle its processes (setproctitle).
 serving_from_current() {
   local pid current
   curl -fsS -o /dev/null --max-time 5 "$health" || return 1
   current=$(readlink -f "$VENV") || return 1
   pid=$(systemctl show -P MainPID gemma4-vllm.service)
   [ -n "$pid" ] && [ "$pid" != 0 ] || return 1
-  [ "$(tr '\0' '\n' <"/proc/$pid/cmdline" 2>/dev/null | head -1)" = "$current/bin/python" ]
+  grep -qF " $current/" "/proc/$pid/maps" 2>/dev/null
 }
 
 start=$SECONDS
