@@ -53,6 +53,9 @@ VLLM_ENV = "/etc/gemma4-t4/vllm.env"
 GUEST_ATTRIBUTES_NAMESPACE = "gemma4-t4"
 DATA_MOUNT = "/opt1"  # gemma4-vllm.service names it too (ExecStart)
 SERVICE_USER = "vllm"
+# The venv the service runs: a symlink to the lock's own venv (install-vllm.sh); 0.2.0's was a directory at
+# {DATA_MOUNT}/vllm/venv, removed once the new one serves (prune-venvs.sh).
+VENV = f"{DATA_MOUNT}/vllm/current"
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,8 @@ def guest_env(settings: GuestSettings) -> dict[str, str]:
         "SWAP_SIZE_GB": str(settings.swap_size_gb),
         "SERVICE_USER": SERVICE_USER,
         "PYTHON": catalog.PINS["gce.python"],
-        "VENV": f"{DATA_MOUNT}/vllm/venv",
+        # A symlink to this lock's own venv, $DATA_MOUNT/vllm/venv-VERSION-LOCKHASH (install-vllm.sh).
+        "VENV": VENV,
         "VLLM_LOCK": VLLM_LOCK,
         "CLAMP_SRC": CLAMP_SRC,
         "DRIVER_BRANCH": catalog.PINS["nvidia.driver_branch"],

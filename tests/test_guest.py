@@ -4,6 +4,8 @@ here where a machine allows (a loop device for the data disk; swap files and fst
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import uuid as uuidlib
@@ -53,8 +55,9 @@ def test_units_ship_what_the_issue_requires():
         assert line in vllm
     assert "ExecStart=/usr/local/lib/gemma4-t4/serve.sh" in vllm
     serve = (REPO / "cloudinit" / "scripts" / "serve.sh").read_text()
-    assert 'exec "$VENV/bin/python" -m vllm.entrypoints.openai.api_server $VLLM_ARGS' in serve
-    assert f"VENV={render.DATA_MOUNT}/vllm/venv" in render.render_user_data(render.GuestSettings("gemma4-data", 16))
+    assert 'venv_dir=$(readlink -f "$VENV")' in serve
+    assert 'exec "$venv_dir/bin/python" -m vllm.entrypoints.openai.api_server $VLLM_ARGS' in serve
+    assert f"VENV={render.DATA_MOUNT}/vllm/current" in render.render_user_data(render.GuestSettings("gemma4-data", 16))
 
 
 def _snapshot(hub, model: str, files: dict[str, str], incomplete: bool = False) -> None:
@@ -131,14 +134,105 @@ def test_every_apt_get_waits_for_apts_lock_and_dpkg_is_recovered_first():
     assert files[render.APT_LOCK_CONF] == 'DPkg::Lock::Timeout "1200";\n'
     provision = (REPO / "cloudinit" / "scripts" / "provision.sh").read_text()
     assert provision.index('step "dpkg"') < provision.index('step "packages"') < provision.index('step "nvidia driver"')
-    assert "dpkg --configure -a" in provision and "/var/lib/dpkg/updates" in provision
+    assert '"$lib/dpkg-recover.sh"' in provision
+    driver = (REPO / "cloudinit" / "scripts" / "install-driver.sh").read_text()
+    assert "\ndpkg -i" not in driver and "  dpkg -i" not in driver and 'apt-get install -y "$keyring_deb"' in driver, "the keyring waits for apt's lock"
 
 
 def test_the_vm_gets_a_cxx_compiler_and_the_persistence_daemon():
     provision = (REPO / "cloudinit" / "scripts" / "provision.sh").read_text()
     assert " g++ " in provision.split("for pkg in", 1)[1].splitlines()[0]
     driver = (REPO / "cloudinit" / "scripts" / "install-driver.sh").read_text()
-    assert "nvidia-persistenced" in driver and "systemctl enable nvidia-persistenced.service" in driver
+    assert "nvidia-persistenced" in driver and "persistence_on" in driver
+
+
+def test_persistence_mode_is_turned_on_past_the_packaged_units_flag():
+    """NVIDIA's unit is static (enable does nothing) and forces persistence mode off: the guest's drop-in runs the
+    packaged command without --no-persistence-mode, and multi-user.target wants the unit. The stand-in unit is
+    the packaged one, so the boot test meets the same unit."""
+    from guest import fake_nvidia
+
+    unit = fake_nvidia.PERSISTENCED_UNIT
+    assert "[Install]" not in unit and "StopWhenUnneeded=true" in unit and " --no-persistence-mode " in unit
+    driver = (REPO / "cloudinit" / "scripts" / "install-driver.sh").read_text()
+    pipeline = driver.split('command=$(', 1)[1].split(")\n", 1)[0].replace('"$unit"', "-")
+    command = subprocess.run(["bash", "-c", pipeline], input=unit, capture_output=True, text=True).stdout.strip()
+    assert command == "/usr/bin/nvidia-persistenced --user nvidia-persistenced --verbose"
+    assert "systemctl add-wants multi-user.target nvidia-persistenced.service" in driver
+    assert "systemctl enable nvidia-persistenced" not in driver
+
+
+# Recorded from dpkg 1.22 and apt 3.0 in Debian 13 (the boot test's root filesystem, the NVIDIA stand-in's
+# packages): the state a stop during apt's unpack of xserver-xorg-video-nvidia leaves, with nvidia-driver,
+# which depends on it, unpacked before it.
+DPKG_AUDIT_HALF_INSTALLED = """The following packages are in a mess due to serious problems during
+installation.  They must be reinstalled for them (and any packages
+that depend on them) to function properly:
+ xserver-xorg-video-nvidia (no description available)
+
+The following packages have been unpacked but not yet configured.
+They must be configured using dpkg --configure or the configure
+menu option in dselect for them to work:
+ nvidia-driver        stand-in for NVIDIA's nvidia-driver
+"""
+DPKG_CONFIGURE_DEPENDENCY_PROBLEMS = """dpkg: dependency problems prevent configuration of nvidia-driver:
+ nvidia-driver depends on xserver-xorg-video-nvidia (= 615.71.09-1); however:
+  Package xserver-xorg-video-nvidia is not installed.
+
+dpkg: error processing package nvidia-driver (--configure):
+ dependency problems - leaving unconfigured
+Errors were encountered while processing:
+ nvidia-driver
+"""
+DPKG_STANDIN = """#!/bin/bash
+# dpkg and dpkg-query as they answer in the recorded state until apt reinstalls the half-installed package.
+echo "dpkg $*" >> "$STATE/calls"
+fixed() { [ -f "$STATE/fixed" ]; }
+case "$(basename "$0") $*" in
+  "dpkg --audit") fixed || cat "$STATE/audit" ;;
+  "dpkg --configure -a") fixed || { cat "$STATE/configure" >&2; exit 1; } ;;
+  dpkg-query*) fixed && echo "ii  nvidia-driver" || printf 'iHR xserver-xorg-video-nvidia\niU  nvidia-driver\n' ;;
+esac
+"""
+APT_STANDIN = """#!/bin/bash
+# apt-get: -f install only configures again (apt keeps a reinstall-required package at its version) and fails
+# as dpkg does; --reinstall of the half-installed package repairs it.
+echo "apt-get $*" >> "$STATE/calls"
+case "$*" in
+  update) exit 0 ;;
+  "-f install -y") echo "E: Sub-process /usr/bin/dpkg returned an error code (1)" >&2; exit 100 ;;
+  "install --reinstall -y xserver-xorg-video-nvidia") touch "$STATE/fixed" ;;
+  *) exit 100 ;;
+esac
+"""
+
+
+def test_a_stop_during_apts_unpack_is_repaired_not_retried_forever(tmp_path):
+    """`dpkg --configure -a` can never configure a package whose dependency a stop left half-installed: the
+    recovery reinstalls that package through apt, and provisioning goes on."""
+    bin_dir, state = tmp_path / "bin", tmp_path / "state"
+    bin_dir.mkdir()
+    state.mkdir()
+    (state / "audit").write_text(DPKG_AUDIT_HALF_INSTALLED)
+    (state / "configure").write_text(DPKG_CONFIGURE_DEPENDENCY_PROBLEMS)
+    for name, text in (("dpkg", DPKG_STANDIN), ("dpkg-query", DPKG_STANDIN), ("apt-get", APT_STANDIN),
+                       ("sleep", "#!/bin/sh\nexit 0\n")):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    (tmp_path / "updates").mkdir()  # dpkg's journal, replayed
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "STATE": str(state),
+           "DPKG_UPDATES_DIR": str(tmp_path / "updates")}
+    script = REPO / "cloudinit" / "scripts" / "dpkg-recover.sh"
+    result = run(["bash", str(script)], env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = (state / "calls").read_text().splitlines()
+    assert "apt-get install --reinstall -y xserver-xorg-video-nvidia" in calls
+    assert calls.count("dpkg --configure -a") <= 3, "repaired at the first attempt, not retried"
+    assert "reinstalling what dpkg left half-installed" in result.stdout
+    # A consistent dpkg is left alone.
+    (state / "calls").unlink()
+    assert run(["bash", str(script)], env=env).returncode == 0
+    assert (state / "calls").read_text().splitlines() == ["dpkg --audit"]
 
 
 def test_cloud_init_runs_no_local_stage_on_the_booted_vm():
@@ -325,3 +419,127 @@ def test_the_boot_tests_leftovers_hold_no_device_nodes_and_a_pass_leaves_none(tm
     (passed / "vm1").mkdir(parents=True)
     clean_boot_work(passed, passed=True)
     assert not passed.exists()
+
+
+# --- the boot test's own failure path ----------------------------------------------------------
+
+
+class _StoppedVM:
+    """What wait_for reads of a VM: its journal per unit, and whether it stopped."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.stopped = threading.Event()
+        self.stopped.set()
+
+    def journal(self, unit: str) -> str:
+        return "".join(f"{unit} line {n}\n" for n in range(100))
+
+
+def test_a_boot_tests_timeout_shows_each_units_journal_tail():
+    from test_guest_boot import wait_for
+
+    with pytest.raises(AssertionError) as failed:
+        wait_for("vLLM healthy", lambda: False, 5, _StoppedVM(), interval=0)  # type: ignore[arg-type]
+    text = str(failed.value)
+    assert "waiting for vLLM healthy" in text
+    for unit in ("google-startup-scripts", "gemma4-t4-provision", "gemma4-vllm"):
+        assert f"--- {unit} (last 40 lines) ---" in text and f"{unit} line 99" in text
+        assert f"{unit} line 59\n" not in text
+
+
+TEARDOWN_CHILD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from guest import harness
+teardown = harness.Teardown()
+teardown.add(lambda: open(sys.argv[2], "a").write("network\\n"))
+teardown.add(lambda: open(sys.argv[2], "a").write("machines\\n"))
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_killed_boot_test_ends_what_it_started(tmp_path, sig):
+    """Killed by CI's timeout or a Ctrl-C, the boot test still ends its machines first, then the rest, and dies of
+    the signal. (SIGINT is set to be ignored for a background job: the handler must take it anyway.)"""
+    log = tmp_path / "teardown.log"
+    child = subprocess.Popen([sys.executable, "-c", TEARDOWN_CHILD, str(REPO / "tests"), str(log)],
+                             stdout=subprocess.PIPE, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT,
+                                                                                                 signal.SIG_IGN))
+    assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    child.send_signal(sig)
+    assert child.wait(30) == -sig
+    assert log.read_text().splitlines() == ["machines", "network"]
+
+
+def test_a_second_boot_test_is_refused_with_the_holders_pid(tmp_path):
+    from guest import harness
+
+    lock = tmp_path / "boot-test.lock"
+    with (harness.only_boot_test(lock), pytest.raises(harness.BootTestBusy, match=f"pid {os.getpid()} holds"),
+          harness.only_boot_test(lock)):
+        pass
+    with harness.only_boot_test(lock):  # released with the first
+        pass
+
+
+# --- a venv per vLLM version ---------------------------------------------------------------------
+
+
+def _serving_from(tmp_path: Path, venv: Path) -> subprocess.Popen:
+    """A process that has a file of VENV mapped, as vLLM has its venv's libraries."""
+    program = venv / "bin" / "python"
+    shutil.copy(shutil.which("sleep") or "/bin/sleep", program)
+    return subprocess.Popen([str(program), "60"])
+
+
+def _prune(tmp_path: Path, pid: int, healthy: bool = True) -> subprocess.CompletedProcess:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "curl").write_text(f"#!/bin/sh\nexit {0 if healthy else 7}\n")
+    (bin_dir / "systemctl").write_text(f"#!/bin/sh\necho {pid}\n")
+    for tool in ("curl", "systemctl"):
+        (bin_dir / tool).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VENV": str(tmp_path / "vllm" / "current"),
+           "METRICS_URL": "http://127.0.0.1:8000/metrics", "PRUNE_WAIT_S": "0"}
+    return run(["bash", str(REPO / "cloudinit" / "scripts" / "prune-venvs.sh")], env=env)
+
+
+def test_old_venvs_go_only_once_vllm_serves_from_the_new_one(tmp_path):
+    """An upgrade's new venv sits beside the old (and beside 0.2.0's vllm/venv): both stay while vLLM is not
+    healthy or still runs from the old one, and go once it serves from the new one."""
+    vllm = tmp_path / "vllm"
+    for name in ("venv", "venv-0.30.0-aaaaaaaaaaaa", "venv-0.33.0-bbbbbbbbbbbb"):
+        (vllm / name / "bin").mkdir(parents=True)
+    new = vllm / "venv-0.33.0-bbbbbbbbbbbb"
+    (vllm / "current").symlink_to(new)
+    old_server = _serving_from(tmp_path, vllm / "venv-0.30.0-aaaaaaaaaaaa")
+    try:
+        kept = _prune(tmp_path, old_server.pid)
+        assert kept.returncode == 0 and "keeping every venv" in kept.stdout
+        assert sorted(p.name for p in vllm.iterdir()) == ["current", "venv", "venv-0.30.0-aaaaaaaaaaaa",
+                                                          "venv-0.33.0-bbbbbbbbbbbb"]
+    finally:
+        old_server.kill()
+    new_server = _serving_from(tmp_path, new)
+    try:
+        assert _prune(tmp_path, new_server.pid, healthy=False).returncode == 0
+        assert (vllm / "venv").exists(), "not healthy yet: nothing removed"
+        pruned = _prune(tmp_path, new_server.pid)
+    finally:
+        new_server.kill()
+    assert pruned.returncode == 0, pruned.stderr
+    assert sorted(p.name for p in vllm.iterdir()) == ["current", "venv-0.33.0-bbbbbbbbbbbb"]
+    assert f"removing {vllm / 'venv'}" in pruned.stdout
+
+
+def test_the_service_runs_a_symlink_to_the_locks_own_venv():
+    env = render.guest_env(render.GuestSettings("gemma4-data", 16))
+    assert env["VENV"] == f"{render.DATA_MOUNT}/vllm/current"
+    install = (REPO / "cloudinit" / "scripts" / "install-vllm.sh").read_text()
+    assert 'target=$(dirname "$VENV")/venv-${version:-unknown}-${want:0:12}' in install
+    assert '"${pip[@]}" install --require-hashes --no-deps' in install and 'pip=("$target/bin/python"' in install
+    assert "Wants=gemma4-t4-venv-prune.service" in _unit_lines("gemma4-vllm.service")

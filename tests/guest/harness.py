@@ -25,7 +25,9 @@ issue 20's review; Debian's unattended-upgrades package and apt's own apt-daily 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -37,6 +39,7 @@ import sys
 import tarfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -253,6 +256,18 @@ class DataDisk:
                 sh("umount", str(mnt), check=False)
         mnt.rmdir()
 
+    @contextlib.contextmanager
+    def mounted(self) -> Iterator[Path]:
+        """The disk's filesystem, mounted on the host (no VM may have it attached)."""
+        mnt = self.image.with_suffix(".mnt")
+        mnt.mkdir(exist_ok=True)
+        sh("mount", self.device, str(mnt))
+        try:
+            yield mnt
+        finally:
+            sh("umount", str(mnt))
+            mnt.rmdir()
+
     def remove(self, relative: str) -> None:
         """Delete RELATIVE on the disk from the host (no VM may have it attached)."""
         mnt = self.image.with_suffix(".mnt")
@@ -389,3 +404,65 @@ class VM:
         if self._thread is not None:
             self._thread.join(30)
         self.disk.release_swap()
+
+
+class Teardown:
+    """Ends what a boot test started, once, however the test ends: from the fixture's own cleanup, at the
+    interpreter's exit, or on SIGTERM/SIGINT (a CI timeout, a Ctrl-C), which would otherwise leave its VMs
+    running, the guest's swapfile active on the host (swap is the host kernel's), the loop device attached and
+    the network namespace behind. Actions run last-added first; one that fails does not stop the others."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+    def __init__(self) -> None:
+        self.actions: list[Callable[[], object]] = []
+        self.done = False
+        atexit.register(self.run)
+        self._previous = {sig: signal.signal(sig, self._on_signal) for sig in self.SIGNALS}
+
+    def add(self, action: Callable[[], object]) -> None:
+        self.actions.append(action)
+
+    def run(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        for sig, handler in self._previous.items():
+            with contextlib.suppress(ValueError):  # only the main thread may set handlers
+                signal.signal(sig, handler)
+        while self.actions:
+            action = self.actions.pop()
+            try:
+                action()
+            except Exception as error:  # every action runs; say which failed
+                print(f"boot test teardown: {getattr(action, '__name__', action)} failed: {error!r}", file=sys.stderr)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.run()
+        # Then die of the signal as if no handler had been set (the exit status says which).
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+class BootTestBusy(RuntimeError):
+    """Another boot test holds the machine's boot-test lock."""
+
+
+@contextlib.contextmanager
+def only_boot_test(lock: Path) -> Iterator[None]:
+    """Hold LOCK while a boot test runs: a second one beside it would share the host's swap and loop devices
+    and read the other's swapfile as its own leftover. Refused with the pid that holds it."""
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = lock.read_text().strip() or "unknown"
+            raise BootTestBusy(f"another boot test is running (pid {holder} holds {lock}): wait for it to end, or "
+                               f"end it (kill {holder}); its exit handler cleans up after it") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(fd)  # releases the lock
