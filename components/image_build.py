@@ -122,9 +122,13 @@ def refuse_unkeeping(name: str, region: str, invoke: pulumi.InvokeOptions) -> No
     stay out of the stack, billing for its images. Refused with the manual step. A lookup the account may not
     make decides nothing here (keepImages off needs no lookup otherwise)."""
     try:
-        aws.ecr.get_repository(name=name, opts=invoke)
+        found = aws.ecr.get_repository(name=name, opts=invoke)
     except Exception:
         return  # absent (the provider's not-found), or not readable
+    if not found.arn:
+        # The provider never answers a repository without its ARN (repository_data_source.go); an answer
+        # without one is a generic test mock's `{}`, not a kept repository.
+        return
     raise ConfigError("keepImages", f"is false, but the kept ECR repository {name} is in the account: `pulumi up` "
                       "would leave it outside the stack, billing for its images, and build into a new one",
                       ("keep it: ", Set("keepImages", True), ", or delete it with its images first: aws ecr "

@@ -31,13 +31,13 @@ MUTATIONS = [
     ("vLLM listens on loopback", "components/serving.py",
      '"--host", self.host', '"--host", "0.0.0.0"'),
     ("the endpoint is pinned to the driver-580 host image", "components/sagemaker.py",
-     "inference_ami_version=settings.inference_ami_version", "inference_ami_version=None"),
+     '"inference_ami_version": settings.inference_ami_version', '"inference_ami_version": None'),
     ("the build context bucket is private", "components/image_build.py",
      "block_public_acls=True", "block_public_acls=False"),
     ("the execution role may only pull its own image", "components/sagemaker.py",
      '"ecr:BatchGetImage"],\n                 "Resource": image.repository_arn', '"ecr:*"],\n                 "Resource": "*"'),
     ("the TTL role may only delete its endpoint", "components/sagemaker.py",
-     '"sagemaker:DeleteEndpoint", "Resource": endpoint.arn', '"sagemaker:*", "Resource": "*"'),
+     '"sagemaker:DeleteEndpoint", "Resource": endpoint_arn}', '"sagemaker:*", "Resource": "*"}'),
 ]
 GRAPH_TESTS = ["tests/test_gce_stack.py", "tests/test_sagemaker_stack.py", "tests/test_cost_guard.py",
                "tests/test_sagemaker_ttl.py"]
