@@ -7,11 +7,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 from . import plan as offline
+from . import proc
 from .targets import TargetError
 
 
@@ -49,8 +49,9 @@ def run(strict: bool = False, project_dir: Path | None = None) -> list[dict[str,
     reports = []
     for python in pythons:
         # The checker hides any GPU itself; it runs where the environment's vLLM imports.
-        done = subprocess.run([str(python), "-m", "turing_clamp", "fit", "--json"], capture_output=True, text=True,
-                              env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, cwd=python.parent)
+        # No time limit: compiling every kernel takes what it takes; Ctrl-C still ends it (proc.run).
+        done = proc.run([str(python), "-m", "turing_clamp", "fit", "--json"], None,
+                        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""}, cwd=python.parent)
         if not done.stdout.strip():
             raise FitError(f"{python}: {done.stderr.strip()[-1000:]}")
         reports.append(json.loads(done.stdout))

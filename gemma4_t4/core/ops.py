@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .targets import Target, TargetError
+from . import proc
+from .targets import Target, TargetError, cause
+
+# `pulumi stack output` reads one stack's state from its backend: seconds, even from a remote backend on a
+# slow network. The limit only catches a hang (a backend that never answers, a held lock, a prompt):
+# two minutes, then the command says so instead of waiting for ever.
+PULUMI_TIMEOUT_S = 120.0
 
 
 def stack_outputs(stack: str, cwd: Path | None = None) -> dict[str, Any]:
@@ -24,10 +30,15 @@ def stack_outputs(stack: str, cwd: Path | None = None) -> dict[str, Any]:
     if shutil.which("pulumi") is None:
         raise TargetError(f"reading stack {stack} needs the Pulumi CLI (https://www.pulumi.com/docs/install/); "
                           "or pass --url / --endpoint")
-    result = subprocess.run(["pulumi", "stack", "output", "--json", "--stack", stack], capture_output=True,
-                            text=True, cwd=cwd)
+    argv = ["pulumi", "stack", "output", "--json", "--stack", stack]
+    try:
+        result = proc.run(argv, PULUMI_TIMEOUT_S, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        raise TargetError(f"`{' '.join(argv)}` did not answer in {PULUMI_TIMEOUT_S:.0f}s (its backend unreachable, "
+                          "or a lock held by another pulumi?): run it by hand to see why") from None
     if result.returncode != 0:
-        raise TargetError(f"pulumi stack output --stack {stack}: {result.stderr.strip()}")
+        raise TargetError(f"pulumi stack output --stack {stack}: {cause(result.stderr)}",
+                          detail=result.stderr.strip())
     return json.loads(result.stdout)
 
 

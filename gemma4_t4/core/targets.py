@@ -7,12 +7,9 @@ failure becomes a TargetError whose message says what happened and what to do.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -23,9 +20,51 @@ from typing import Any, Protocol
 
 import httpx
 
+from . import proc
+
 
 class TargetError(RuntimeError):
-    """A failure the operator can act on: the message says what and what to do."""
+    """A failure the operator can act on: the message says what and what to do, in one line.
+    ``detail``: the client's whole text it was cut from (gcloud's stderr, a server's error page),
+    for --verbose and the --json failure document."""
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
+
+
+# Lines a client prints around its cause: gcloud's advice and warnings, pulumi's banner.
+NOT_A_CAUSE = ("warning:", "recommendation:", "recommendations,", "rerun the ", "updates are available")
+
+
+def cause(text: str) -> str:
+    """The line of a client's long text (gcloud's, pulumi's stderr) that says what went wrong: its
+    first `ERROR:`/`error:` line, else its first line that is not advice or a warning."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    for line in lines:
+        if line.lower().startswith("error:"):
+            return line
+    return next((line for line in lines if not line.lower().startswith(NOT_A_CAUSE)), lines[0] if lines else "")
+
+
+def http_cause(response: httpx.Response) -> str:
+    """An error answer in one line: its status, and the server's own words when they are short (a
+    JSON error's message, an HTML page's <title>), never the page itself."""
+    text = response.text
+    message = ""
+    try:
+        body = response.json()
+        error = body.get("error", body) if isinstance(body, dict) else body
+        message = str(error.get("message") or error.get("detail") or "") if isinstance(error, dict) else ""
+    except ValueError:
+        if (title := re.search(r"<title[^>]*>(.*?)</title>", text, re.IGNORECASE | re.DOTALL)) is not None:
+            message = " ".join(title.group(1).split())
+        elif "<" not in text[:200]:
+            message = cause(text)
+    phrase = response.reason_phrase or ""
+    line = f"HTTP {response.status_code}" + (f" {phrase}" if phrase and phrase not in message else "")
+    message = " ".join(message.split())
+    return f"{line}: {message[:200]}" if message else line
 
 
 def vram(query_output: str) -> dict[str, Any]:
@@ -95,8 +134,7 @@ class HttpTarget:
 
     def _error(self, path: str, err: Exception) -> TargetError:
         if isinstance(err, httpx.HTTPStatusError):
-            detail = err.response.text[:500]
-            return TargetError(f"{self.base_url}{path}: HTTP {err.response.status_code}: {detail}".rstrip(": "))
+            return TargetError(f"{self.base_url}{path}: {http_cause(err.response)}", detail=err.response.text)
         if isinstance(err, httpx.TimeoutException):
             return TargetError(f"{self.base_url}{path}: no answer in time ({type(err).__name__})")
         return TargetError(f"cannot reach {self.base_url}: {err}")
@@ -263,13 +301,11 @@ class IapTunnel:
         self.local_port = free_local_port()
         forward = f"{self.local_port}:127.0.0.1:{self.remote_port}"
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (closed when the tunnel ends)
-        # stdin is not the terminal: nothing can wait on a hidden prompt (gcloud runs with --quiet).
-        # Its own session: gcloud runs ssh, which runs gcloud's IAP helper; close() ends them all.
+        # proc.start: stdin /dev/null (nothing waits on a hidden prompt; gcloud runs with --quiet) and a
+        # session of its own: gcloud runs ssh, which runs gcloud's IAP helper; close() ends them all.
         # ExitOnForwardFailure: a port taken meanwhile ends ssh rather than reaching another listener.
         # ServerAlive*: a tunnel whose VM went away (a reboot) ends within 45 s instead of hanging.
-        self.process = subprocess.Popen(
-            self.argv(forward), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self._stderr,
-            start_new_session=True)
+        self.process = proc.start(self.argv(forward), stdout=subprocess.DEVNULL, stderr=self._stderr, text=False)
         self._started_at = time.monotonic()
 
     def _ended(self) -> TunnelSign:
@@ -327,7 +363,7 @@ class IapTunnel:
 
     def _stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            end_process_group(self.process)
+            proc.end_group(self.process)
         self.process, self._open = None, False
         if self._stderr is not None:
             self._stderr.close()
@@ -337,17 +373,8 @@ class IapTunnel:
         self._stop()
 
 
-def end_process_group(process: subprocess.Popen, wait_s: float = 10) -> None:
-    """SIGTERM to PROCESS's session (it was started with start_new_session), SIGKILL if it lingers."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, sig)
-        try:
-            process.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
+# One `nvidia-smi` over the open IAP path: seconds; a minute means the connection hangs.
+NVIDIA_SMI_TIMEOUT_S = 60.0
 
 # How long a one-off command (query, logs, status) keeps reopening a tunnel that does not open
 # yet: long enough for an IAP blip or a new key to reach the VM, short enough to say why.
@@ -374,12 +401,14 @@ class GceTarget(HttpTarget):
         # --quiet: "Disable all interactive prompts ... If input is required, defaults will be used"
         # (gcloud's global flags): a first run's key generation takes an empty passphrase instead of
         # waiting on a prompt nobody sees.
+        # After `--`, ssh's own flags (gcloud compute ssh's SSH_ARGS): -n, stdin from /dev/null, as
+        # well as the child's own stdin (proc.start): a remote command never reads this side's input.
         return ["gcloud", "compute", "ssh", self.instance, "--project", self.project, "--zone", self.zone,
                 "--tunnel-through-iap", "--quiet", *(("--command", " ".join(remote)) if remote else ()),
-                *extra]
+                "--", "-n", *extra]
 
     def _forward_argv(self, forward: str) -> list[str]:
-        return self._gcloud_ssh(extra=("--", "-N", "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=15",
+        return self._gcloud_ssh(extra=("-N", "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=15",
                                        "-o", "ServerAliveCountMax=3", "-L", forward))
 
     @property
@@ -461,8 +490,10 @@ class GceTarget(HttpTarget):
         if self._tunnel is None or not self._tunnel_up(wait_s=1):
             return info  # nvidia-smi needs sshd: nothing to ask while the VM boots
         query = "nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader,nounits"
-        result = subprocess.run(self._gcloud_ssh(query), capture_output=True, text=True, timeout=60,
-                                stdin=subprocess.DEVNULL)
+        try:
+            result = proc.run(self._gcloud_ssh(query), timeout_s=NVIDIA_SMI_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return {**info, "vram": f"unknown (nvidia-smi over SSH did not answer in {NVIDIA_SMI_TIMEOUT_S:.0f}s)"}
         if result.returncode != 0:
             return {**info, "vram": f"unknown ({read_tunnel_failure(result.stderr).seen})"}
         return {**info, **vram(result.stdout)}
@@ -477,9 +508,7 @@ class GceTarget(HttpTarget):
             window = f"--since @{int(since)}" if since is not None else f"-n {lines}"
             command = f"sudo journalctl -u gemma4-vllm --no-pager {window}" + (" -f" if follow else "")
             printed = False
-            with tempfile.TemporaryFile() as errors, subprocess.Popen(
-                    self._gcloud_ssh(command), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
-                    text=True, start_new_session=True) as process:
+            with tempfile.TemporaryFile() as errors, proc.start(self._gcloud_ssh(command), stderr=errors) as process:
                 try:
                     assert process.stdout is not None
                     for line in process.stdout:
@@ -487,7 +516,7 @@ class GceTarget(HttpTarget):
                         yield line.rstrip("\n")
                 finally:
                     if process.poll() is None:
-                        end_process_group(process)
+                        proc.end_group(process)
                 errors.seek(0)
                 sign = read_tunnel_failure(errors.read().decode(errors="replace"))
             if process.returncode == 0:
