@@ -13,6 +13,7 @@ new maxModelLen restarts vLLM instead of replacing the VM.
 from __future__ import annotations
 
 import hashlib
+import shlex
 from dataclasses import dataclass
 from importlib.resources import files
 from importlib.resources.abc import Traversable
@@ -90,14 +91,23 @@ def guest_env(settings: GuestSettings) -> dict[str, str]:
     }
 
 
+def vllm_args_line(serving_args: list[str]) -> str:
+    """vLLM's arguments as one line of vllm.env: quoted as a shell quotes them (shlex.join), which serve.sh
+    splits back with shlex into an array, so a value with a space stays one argument. systemd's
+    EnvironmentFile hands such a value over as written, quotes included, as long as it neither starts with a
+    quote nor holds a backslash (its env-file parser, src/basic/env-file.c: quotes count only at the value's
+    start, a backslash escapes anywhere); a newline would end the line. Those are refused."""
+    line = shlex.join(serving_args)
+    if any(c in arg for arg in serving_args for c in "\\\n\r") or line.startswith(("'", '"')):
+        raise ValueError(f"a vLLM argument holds a backslash or a line break, or the first is quoted: {serving_args}")
+    return line
+
+
 def vllm_env(serving_args: list[str], port: int = 8000, checkpoint_bytes: int = 0) -> dict[str, str]:
     """vLLM's environment on the VM. CHECKPOINT_BYTES (0: not known) is the model's download size, which the
     guest's progress reports against; METRICS_URL is read by the idle stop (the port is a serving value)."""
-    if any(not arg or any(c.isspace() for c in arg) for arg in serving_args):
-        # systemd splits $VLLM_ARGS on whitespace: a value with a space would become two flags.
-        raise ValueError(f"a vLLM argument is empty or holds whitespace: {serving_args}")
     return {
-        "VLLM_ARGS": " ".join(serving_args),
+        "VLLM_ARGS": vllm_args_line(serving_args),
         "METRICS_URL": f"http://127.0.0.1:{port}/metrics",
         "CHECKPOINT_BYTES": str(checkpoint_bytes),
         "HOME": f"{DATA_MOUNT}/home",

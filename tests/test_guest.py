@@ -3,6 +3,7 @@ here where a machine allows (a loop device for the data disk; swap files and fst
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -56,7 +57,7 @@ def test_units_ship_what_the_issue_requires():
     assert "ExecStart=/usr/local/lib/gemma4-t4/serve.sh" in vllm
     serve = (REPO / "cloudinit" / "scripts" / "serve.sh").read_text()
     assert 'venv_dir=$(readlink -f "$VENV")' in serve
-    assert 'exec "$venv_dir/bin/python" -m vllm.entrypoints.openai.api_server $VLLM_ARGS' in serve
+    assert 'exec "$venv_dir/bin/python" -m vllm.entrypoints.openai.api_server "${args[@]}"' in serve
     assert f"VENV={render.DATA_MOUNT}/vllm/current" in render.render_user_data(render.GuestSettings("gemma4-data", 16))
 
 
@@ -258,9 +259,42 @@ def test_render_is_deterministic_and_ships_every_script_and_unit():
     assert {f"{render.UNIT_DIR}/{u.name}" for u in UNITS} <= paths
 
 
-def test_vllm_args_with_whitespace_are_refused():
-    with pytest.raises(ValueError, match="whitespace"):
-        render.vllm_env(["--model", "two words"])
+def _serve(tmp_path, vllm_args: str) -> subprocess.CompletedProcess:
+    """serve.sh as the unit runs it, with VLLM_ARGS as systemd hands it over, and a stand-in for the venv's
+    python: `-m vllm...` prints the argv vLLM would get (as JSON); anything else (serve.sh's own shlex
+    split) is the real python."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    python = venv / "bin" / "python"
+    python.write_text(f'#!/bin/sh\nif [ "$1" = -m ]; then shift 2; exec {sys.executable} -c '
+                      f'"import json, sys; print(json.dumps(sys.argv[1:]))" "$@"; fi\nexec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "VENV": str(venv), "HF_HOME": str(tmp_path / "hf"), "VLLM_ARGS": vllm_args}
+    return subprocess.run(["bash", str(REPO / "cloudinit" / "scripts" / "serve.sh")], env=env, capture_output=True,
+                          text=True)
+
+
+def test_a_vllm_argument_with_a_space_reaches_vllm_whole(tmp_path):
+    """The producer (components/guest.py) writes the line, systemd passes it as written (an unquoted start,
+    no backslash: src/basic/env-file.c's VALUE state), serve.sh splits it into an array: a value with a space
+    is one argument, and a glob is not expanded."""
+    args = ["--model", "google/gemma-4-E2B-it", "--served-model-name", "gemma 4", "--chat-template", "*.jinja",
+            "--override-generation-config", '{"temperature": 0.7}']
+    env_file = render.render_serving_env(args)
+    line = next(v for v in env_file.splitlines() if v.startswith("VLLM_ARGS=")).split("=", 1)[1]
+    assert not line.startswith(("'", '"')) and "\\" not in line
+    (tmp_path / "a.jinja").write_text("")
+    served = _serve(tmp_path, line)
+    assert served.returncode == 0, served.stderr
+    assert json.loads(served.stdout.splitlines()[-1]) == args
+
+
+def test_vllm_args_systemd_would_change_are_refused(tmp_path):
+    for args in (["--model", "a\\b"], ["--model", "two\nlines"], ["it's", "--model", "m"]):
+        with pytest.raises(ValueError, match="backslash or a line break"):
+            render.vllm_env(args)
+    broken = _serve(tmp_path, "--model 'unclosed")
+    assert broken.returncode == 1 and "VLLM_ARGS is not a line of quoted arguments" in broken.stderr
 
 
 # --- the data disk ---------------------------------------------------------------------------

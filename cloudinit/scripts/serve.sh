@@ -1,6 +1,8 @@
 #!/bin/bash
-# gemma4-vllm.service's ExecStart: vLLM's OpenAI server with $VLLM_ARGS (split into words on
-# purpose). Once the model's snapshot is whole on the data disk (the first healthy start downloaded
+# gemma4-vllm.service's ExecStart: vLLM's OpenAI server with the arguments $VLLM_ARGS holds (one line,
+# quoted as a shell quotes: components/guest.py writes it with shlex.join, and systemd's EnvironmentFile
+# hands it over as written), split by shlex into an array: a value with a space stays one argument, and
+# nothing in it is globbed. Once the model's snapshot is whole on the data disk (the first healthy start downloaded
 # it), vLLM is told not to ask the Hub (HF_HUB_OFFLINE=1): a reboot without network serves the same
 # Hub id from the disk, as it did before, instead of failing on the Hub's revision lookup.
 set -euo pipefail
@@ -34,20 +36,30 @@ snapshot_whole() {
   [ -f "$snapshot/model.safetensors" ]
 }
 
+# split_args PYTHON TEXT: TEXT's arguments as shlex.split reads them (the inverse of the shlex.join that
+# wrote them), each ended by a NUL.
+split_args() {
+  "$1" -c 'import shlex, sys; sys.stdout.write("".join(a + "\0" for a in shlex.split(sys.argv[1])))' "$2"
+}
+
 main() {
   local model venv_dir
-  # shellcheck disable=SC2086 # vLLM's arguments are one flag or value per word
-  model=$(model_arg $VLLM_ARGS)
+  local -a args
+  # The venv $VENV points to now, by its own path: a later switch of $VENV (an upgrade's install) does not
+  # move this process, and prune-venvs.sh sees which venv serves.
+  venv_dir=$(readlink -f "$VENV")
+  mapfile -d '' -t args < <(split_args "$venv_dir/bin/python" "${VLLM_ARGS:-}")
+  if ! wait "$!"; then
+    echo "serve: VLLM_ARGS is not a line of quoted arguments: $VLLM_ARGS" >&2
+    exit 1
+  fi
+  model=$(model_arg "${args[@]}")
   if [ -z "${HF_HUB_OFFLINE:-}" ] && [ -n "$model" ] && [ "${model#/}" = "$model" ] &&
     snapshot_whole "$HF_HOME/hub" "$model"; then
     echo "serve: $model is whole on the data disk: serving it without asking the Hub (HF_HUB_OFFLINE=1)"
     export HF_HUB_OFFLINE=1
   fi
-  # The venv $VENV points to now, by its own path: a later switch of $VENV (an upgrade's install) does not
-  # move this process, and prune-venvs.sh sees which venv serves.
-  venv_dir=$(readlink -f "$VENV")
-  # shellcheck disable=SC2086
-  exec "$venv_dir/bin/python" -m vllm.entrypoints.openai.api_server $VLLM_ARGS
+  exec "$venv_dir/bin/python" -m vllm.entrypoints.openai.api_server "${args[@]}"
 }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then main; fi
