@@ -185,3 +185,13 @@ class ConfigError(ValueError):
         copy = type(self).__new__(type(self))
         ConfigError.__init__(copy, self.setting, self.problem, self.fix_parts, front_end)
         return copy
+
+
+class UsageError(ValueError):
+    """A command asked for something that cannot work as asked: a bad flag or flag combination, a file that
+    is missing or malformed (a stack file that is not YAML). Every front end reports it in one line as the
+    user's to fix (the command line: exit 2). ``prog``: the command whose usage it is, where known."""
+
+    def __init__(self, message: str, prog: str = ""):
+        super().__init__(message)
+        self.prog = prog

@@ -1,9 +1,4 @@
-"""gemma4-t4: plan, check, query and benchmark Gemma 4 on a Tesla T4 (GCE or SageMaker).
-
-Exit codes: 0 ok; 1 failed (not serving, a check failed, the target refused or is unreachable, no
-or expired cloud credentials); 2 bad usage or a refused stack config; 130 interrupted.
-Every failure is one line with the fix; --debug (or GEMMA4_T4_DEBUG=1) adds the traceback.
-"""
+"""gemma4-t4: plan, check, query and benchmark Gemma 4 on a Tesla T4 (GCE or SageMaker)."""
 
 from __future__ import annotations
 
@@ -12,12 +7,26 @@ import difflib
 import os
 import sys
 import traceback
+from typing import NoReturn
 
 from .. import __version__
 from ..core import failures
+from ..errors import UsageError
 from . import bench, cost, fit, logs, mcp, plan, preflight, query, start, status, stop, wait
 from .examples import EXAMPLES
-from .output import err_console
+from .output import err_console, print_failure
+
+# The failure contract, the same for every command (docs/json.md, "Exit codes and failures").
+EPILOG = """exit codes (every command):
+  0    ok
+  1    the operation failed: not serving, a check failed, the target refused or is unreachable,
+       no or expired cloud credentials
+  2    usage or config error: a bad flag, a refused or malformed stack file, a missing gcp:project
+  130  interrupted (Ctrl-C); what the command had started is ended
+every failure is one line on stderr with the fix; --verbose adds the client's whole text (gcloud's,
+pulumi's, a server's error page), --debug (or GEMMA4_T4_DEBUG=1) the traceback; with --json the
+failure is also a JSON document on stdout: {"schema_version", "ok": false, "error": {"kind",
+"message", "exit_code", "detail"}}"""
 
 COMMANDS = (plan, preflight, cost, fit, status, wait, query, logs, bench, stop, start, mcp)
 
@@ -31,12 +40,13 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        """A usage error, as every other failure: one line (not argparse's usage block), exit 2."""
         if "invalid choice: " in message:
             wrong = message.split("invalid choice: ", 1)[1].split("'")[1]
             choices = [c for a in self._actions if isinstance(a, argparse._SubParsersAction) for c in a.choices]
             message += _did_you_mean(wrong, choices)
-        super().error(message)
+        raise UsageError(f"{message} (`{self.prog} --help` shows the usage)", prog=self.prog)
 
     def option_strings(self) -> list[str]:
         return [o for action in self._actions for o in action.option_strings if action.help != argparse.SUPPRESS]
@@ -48,10 +58,12 @@ def _did_you_mean(wrong: str, known: list[str]) -> str:
 
 
 def build_parser() -> Parser:
-    parser = Parser(prog="gemma4-t4", description=__doc__)
+    parser = Parser(prog="gemma4-t4", description=__doc__, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="print the traceback of a failure (also: GEMMA4_T4_DEBUG=1); also after the command")
+    parser.add_argument("--verbose", action="store_true",
+                        help="with a failure, also the client's whole text it was cut from; also after the command")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(sub)
@@ -89,23 +101,33 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+GLOBAL_FLAGS = ("--debug", "--verbose")  # taken anywhere before `--`, after the command too
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)
     debug = "--debug" in argv[:cut] or failures.debugging()
-    argv = [a for i, a in enumerate(argv) if not (i < cut and a == "--debug")]
+    verbose = "--verbose" in argv[:cut]
+    as_json = "--json" in argv[:cut]
+    argv = [a for i, a in enumerate(argv) if not (i < cut and a in GLOBAL_FLAGS)]
     try:
         args = parse(argv)
         return int(args.run(args))
-    except SystemExit:
+    except SystemExit:  # --help, --version
         raise
     except BaseException as err:  # the one boundary: every failure becomes one line
         failure = failures.explain(err)
         if debug and not isinstance(err, KeyboardInterrupt):
             traceback.print_exc()
         command = " ".join(a for a in argv[:1] if not a.startswith("-"))
-        prefix = f"gemma4-t4 {command}: " if command and failure.exit_code != failures.EXIT_INTERRUPTED else ""
+        who = getattr(err, "prog", "") or (f"gemma4-t4 {command}" if command else "")
+        prefix = f"{who}: " if who and failure.exit_code != failures.EXIT_INTERRUPTED else ""
         err_console.print(f"{prefix}{failure.message}", markup=False)
+        if verbose and failure.detail:
+            err_console.print(failure.detail, markup=False)
+        if as_json:
+            print_failure(failure)
         return failure.exit_code
 
 

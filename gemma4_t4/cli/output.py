@@ -8,10 +8,13 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from ..core.targets import TargetError
+from ..errors import UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -45,9 +48,20 @@ def busy(label: str) -> Iterator[None]:
         yield
 
 
-def fail(command: str, message: str, code: int = EXIT_FAILED) -> int:
-    err_console.print(f"gemma4-t4 {command}: {message}", markup=False)
-    return code
+def print_failure(failure: Any) -> None:
+    """The --json document of a failure (core.failures.Failure): the same exit code, and this on stdout."""
+    error = {"kind": failure.kind, "message": failure.message, "exit_code": failure.exit_code}
+    if failure.detail:
+        error["detail"] = failure.detail
+    print_json({"ok": False, "error": error})
+
+
+def fail(command: str, message: str, code: int = EXIT_FAILED) -> NoReturn:
+    """End COMMAND with MESSAGE through the one boundary (gemma4_t4.cli.main): one line, exit CODE (2:
+    the user's usage, 1: the operation failed), and with --json the failure document."""
+    if code == EXIT_USAGE:
+        raise UsageError(message, prog=f"gemma4-t4 {command}")
+    raise TargetError(message)
 
 
 class Steps:

@@ -112,7 +112,7 @@ def resolve_target(url: str | None = None, stack: str | None = None, endpoint: s
 
 def vm_from_stack(stack: str, project_dir: Path | None = None) -> lifecycle.Vm:
     """The VM a deployed stack describes; a cloud without one is refused (lifecycle.NotStoppable)."""
-    outputs = stack_outputs(stack, cwd=project_dir)
+    outputs = stack_outputs(stack, cwd=project_dir, instead="--instance NAME --zone ZONE --project PROJECT")
     return outputs_cloud(stack, outputs, CLOUDS).vm(stack, outputs)
 
 

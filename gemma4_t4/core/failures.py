@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..errors import ConfigError
+from ..errors import ConfigError, UsageError
 from .targets import TargetError
 
 EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
@@ -21,9 +21,13 @@ AWS_LOGIN = "`aws sso login` (or `aws configure`), or set AWS_PROFILE"
 
 @dataclass(frozen=True)
 class Failure:
-    message: str
+    message: str  # one line
     exit_code: int = EXIT_FAILED
     bug: bool = False  # not a failure the user can fix: a traceback helps (--debug)
+    # What kind of failure, for a program reading the --json failure document (docs/json.md):
+    # usage, config, target, cloud, network, interrupted, bug.
+    kind: str = "target"
+    detail: str = ""  # the client's whole text the line was cut from (--verbose; the --json document)
 
 
 def debugging() -> bool:
@@ -32,22 +36,35 @@ def debugging() -> bool:
 
 def explain(err: BaseException) -> Failure:
     """What ERR means to the user, in one line with the fix."""
+    failure = _explain(err)
+    if "\n" not in failure.message:
+        return failure
+    # One line: a message with more (a client's text carried along) keeps its first line, the rest as detail.
+    first, rest = failure.message.split("\n", 1)
+    return replace(failure, message=first.strip(), detail=failure.detail or rest.strip())
+
+
+def _explain(err: BaseException) -> Failure:
     if isinstance(err, KeyboardInterrupt):
-        return Failure("interrupted", EXIT_INTERRUPTED)
+        return Failure("interrupted", EXIT_INTERRUPTED, kind="interrupted")
     if isinstance(err, ConfigError):
-        return Failure(f"refused: {err}", EXIT_USAGE)
+        return Failure(f"refused: {err.key}: {err.problem}; fix: {err.fix}", EXIT_USAGE, kind="config")
+    if isinstance(err, UsageError):
+        return Failure(str(err), EXIT_USAGE, kind="usage")
     if isinstance(err, TargetError):
-        return Failure(str(err))
+        return Failure(str(err), detail=err.detail)
     for explainer in (_google, _aws, _http):
         if (failure := explainer(err)) is not None:
-            return failure
+            kind = "usage" if failure.exit_code == EXIT_USAGE else "network" if explainer is _http else "cloud"
+            return replace(failure, kind=kind, detail=_more_than(failure.message, err))
     if isinstance(err, FileNotFoundError | IsADirectoryError | NotADirectoryError | PermissionError):
         what = {FileNotFoundError: "no such file or folder", IsADirectoryError: "is a folder, not a file",
                 NotADirectoryError: "not a folder", PermissionError: "permission denied"}[type(err)]
         where = err.filename or err
-        return Failure(f"{where}: {what}" if err.filename else str(where), EXIT_USAGE)
-    return Failure(f"unexpected error: {type(err).__name__}: {err} (run again with --debug, or {DEBUG_ENV}=1, "
-                   "for the traceback, and report it)", EXIT_FAILED, bug=True)
+        return Failure(f"{where}: {what}" if err.filename else str(where), EXIT_USAGE, kind="usage")
+    return Failure(f"unexpected error: {type(err).__name__}: {_first_line(err)} (run again with --debug, or "
+                   f"{DEBUG_ENV}=1, for the traceback, and report it)", EXIT_FAILED, bug=True, kind="bug",
+                   detail=str(err))
 
 
 def cloud_message(err: BaseException) -> str | None:
@@ -141,6 +158,12 @@ def _url(err: BaseException) -> str:
         return str(err.request.url)  # type: ignore[attr-defined]
     except (AttributeError, RuntimeError):  # httpx raises RuntimeError when no request is attached
         return "the server"
+
+
+def _more_than(message: str, err: BaseException) -> str:
+    """ERR's whole text where the line says less (a client's long answer), else nothing."""
+    text = str(err).strip()
+    return text if text and text not in message else ""
 
 
 def _first_line(err: object) -> str:

@@ -25,11 +25,12 @@ from .targets import Target, TargetError, cause
 PULUMI_TIMEOUT_S = 120.0
 
 
-def stack_outputs(stack: str, cwd: Path | None = None) -> dict[str, Any]:
-    """`pulumi stack output --json` of a deployed stack."""
+def stack_outputs(stack: str, cwd: Path | None = None, instead: str = "--url URL or --endpoint NAME") -> dict[str, Any]:
+    """`pulumi stack output --json` of a deployed stack. INSTEAD: the caller's own way to name its target
+    without a stack (its flags), for the line that says the Pulumi CLI is missing."""
     if shutil.which("pulumi") is None:
         raise TargetError(f"reading stack {stack} needs the Pulumi CLI (https://www.pulumi.com/docs/install/); "
-                          "or pass --url / --endpoint")
+                          f"or pass {instead}")
     argv = ["pulumi", "stack", "output", "--json", "--stack", stack]
     try:
         result = proc.run(argv, PULUMI_TIMEOUT_S, cwd=cwd)

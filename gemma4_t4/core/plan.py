@@ -27,7 +27,7 @@ from typing import Any
 import grpc
 import yaml
 
-from ..errors import PROJECT, ConfigError
+from ..errors import PROJECT, ConfigError, UsageError
 
 PACKAGE_DIR = Path(__file__).parent.parent
 
@@ -38,13 +38,31 @@ PROGRAM = "gemma4_t4.program"
 Invoke = Callable[[dict[str, Any]], dict[str, Any]]
 
 
+def read_yaml(path: Path) -> dict[str, Any]:
+    """A Pulumi project or stack file as a mapping; one that is not YAML, or not a mapping, is the user's to
+    fix (UsageError naming the file and the line), not a bug."""
+    try:
+        document = yaml.safe_load(path.read_text())
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "somewhere"
+        raise UsageError(f"{path}: not valid YAML at {where}: {err.problem or err.context}") from None
+    except yaml.YAMLError as err:
+        raise UsageError(f"{path}: not valid YAML: {err}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise UsageError(f"{path}: holds a {type(document).__name__}, not Pulumi's mapping of keys (name:, config:)")
+    return document
+
+
 def find_project(start: Path | None = None) -> Path:
     """The gemma4-t4 Pulumi project at or above ``start`` (default: the working directory),
     as the Pulumi CLI finds Pulumi.yaml."""
     start = (start or Path.cwd()).resolve()
     for directory in (start, *start.parents):
         project_file = directory / "Pulumi.yaml"
-        if project_file.is_file() and (yaml.safe_load(project_file.read_text()) or {}).get("name") == PROJECT:
+        if project_file.is_file() and read_yaml(project_file).get("name") == PROJECT:
             return directory
     raise FileNotFoundError(f"no {PROJECT} Pulumi project (Pulumi.yaml) at or above {start}: "
                             "run this from the project's directory, or pass --project-dir")
@@ -62,7 +80,7 @@ def _qualify(key: str) -> str:
 def load_stack_config(stack: str, overrides: Sequence[str] = (), repo: Path | None = None) -> dict[str, Any]:
     """{fully-qualified key: value} for STACK, as `pulumi up` would see it."""
     repo = repo or find_project()
-    project = yaml.safe_load((repo / "Pulumi.yaml").read_text())
+    project = read_yaml(repo / "Pulumi.yaml")
     config: dict[str, Any] = {}
     for key, spec in (project.get("config") or {}).items():
         if isinstance(spec, dict) and "default" in spec:
@@ -71,7 +89,11 @@ def load_stack_config(stack: str, overrides: Sequence[str] = (), repo: Path | No
     if not stack_file.is_file():
         known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in repo.glob("Pulumi.*.yaml"))
         raise FileNotFoundError(f"no stack file {stack_file.name}; stacks here: {', '.join(known)}")
-    for key, value in ((yaml.safe_load(stack_file.read_text()) or {}).get("config") or {}).items():
+    stack_config = read_yaml(stack_file).get("config") or {}
+    if not isinstance(stack_config, dict):
+        raise UsageError(f"{stack_file}: its config: is not a mapping of keys to values (Pulumi's stack file: "
+                         "config:\n  gemma4-t4:KEY: VALUE)")
+    for key, value in stack_config.items():
         config[_qualify(key)] = value
     for override in overrides:
         apply_override(config, override)

@@ -260,8 +260,7 @@ def read_tunnel_failure(stderr: str) -> TunnelSign:
     for sign in TUNNEL_SIGNS:
         if sign.text in stderr:
             return sign
-    last = " / ".join(line.strip() for line in stderr.strip().splitlines()[-3:] if line.strip())
-    return TunnelSign("", f"the IAP tunnel ended: {last or 'gcloud said nothing'}")
+    return TunnelSign("", f"the IAP tunnel ended: {cause(stderr) or 'gcloud said nothing'}")
 
 
 # Reopening a tunnel that is down: 0.5 s, then doubling up to 30 s; an open tunnel resets it.
