@@ -262,3 +262,134 @@ def test_an_api_the_project_has_off_is_named_with_its_enable_line(args, monkeypa
     code, err = gemma4_t4(capsys, *args)
     assert code == output.EXIT_FAILED
     assert "gcloud services enable compute.googleapis.com --project 123456789012" in err
+
+
+# --- one failure contract: every command, a representative failure each ---------------------------------
+# Exit 0 ok / 1 the operation failed / 2 usage or config / 130 interrupted; one line on stderr; with --json
+# the failure document on stdout (docs/json.md, "Exit codes and failures").
+
+# Pulumi's own error for a stack its backend does not have (pkg/cmd/pulumi: `no stack named '%s' found`),
+# printed as `error: ...` on stderr; the CLI exits non-zero.
+NO_STACK = "error: no stack named 'gce-t4' found\n"
+# nginx's page for a 502 (src/http/ngx_http_special_response.c, ngx_http_error_502_page and its tail), as a
+# proxy in front of a server that is down answers.
+NGINX_502 = ("<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1>"
+             "</center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n")
+
+
+@pytest.fixture
+def places(tmp_path, monkeypatch):
+    """The places the failures come from: a project whose stack file is not YAML, one without gcp:project,
+    a `pulumi` that has no such stack, no `pulumi` at all, a proxy answering 502 with its HTML page."""
+    import http.server
+    import shutil
+    import threading
+
+    from conftest import REPO
+
+    malformed = tmp_path / "malformed"
+    malformed.mkdir()
+    shutil.copy(REPO / "Pulumi.yaml", malformed)
+    (malformed / "Pulumi.gce-t4.yaml").write_text("config:\n  gemma4-t4:model: [google/gemma-4-E2B-it\n")
+    no_project = tmp_path / "no-project"
+    no_project.mkdir()
+    shutil.copy(REPO / "Pulumi.yaml", no_project)
+    (no_project / "Pulumi.gce-t4.yaml").write_text("config: {}\n")
+    fake_bin, empty_bin = tmp_path / "bin", tmp_path / "empty"
+    fake_bin.mkdir()
+    empty_bin.mkdir()
+    pulumi = fake_bin / "pulumi"
+    pulumi.write_text(f"#!/bin/sh\nprintf %s \"{NO_STACK}\" >&2\nexit 255\n")
+    pulumi.chmod(0o755)
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = NGINX_502.encode()
+            self.send_response(502)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield {"MALFORMED": str(malformed), "NO_PROJECT": str(no_project), "EMPTY": str(empty_bin),
+           "PROXY": f"http://127.0.0.1:{server.server_address[1]}", "FAKE_BIN": str(fake_bin)}
+    server.shutdown()
+
+
+# (command line, which `pulumi` is on PATH, exit code, fragment of the one line, kind in the --json document)
+CONTRACT = [
+    (("plan", "gce-t4", "--project-dir", "MALFORMED"), None, 2, "Pulumi.gce-t4.yaml: not valid YAML at line 3",
+     "usage"),
+    (("cost", "gce-t4", "--project-dir", "MALFORMED"), None, 2, "Pulumi.gce-t4.yaml: not valid YAML at line 3",
+     "usage"),
+    (("preflight", "gce-t4", "--project-dir", "NO_PROJECT"), None, 2,
+     "gcp:project: is not set", "config"),
+    (("fit", "--project-dir", "NO_PROJECT"), None, 1, "no fit environment", "target"),
+    (("status", "-s", "gce-t4"), "fake", 1, "error: no stack named 'gce-t4' found", "target"),
+    (("wait", "-s", "gce-t4"), "fake", 1, "error: no stack named 'gce-t4' found", "target"),
+    (("query", "hi", "--url", "PROXY"), None, 1, "/v1/models: HTTP 502: 502 Bad Gateway", "target"),
+    (("logs", "--url", "PROXY"), None, 1, "a plain URL has no log to read", None),
+    (("bench", "run", "--url", "PROXY", "--questions", "1"), None, 1, "HTTP 502: 502 Bad Gateway", "target"),
+    (("bench", "compare", "/nonexistent/a.json", "/nonexistent/b.json"), None, 2, "/nonexistent/a.json: no such file",
+     "usage"),
+    (("stop", "-s", "gce-t4"), "none", 1, "or pass --instance NAME --zone ZONE --project PROJECT", "target"),
+    (("start", "--instance", "vm"), None, 2, "--instance needs --zone and --project", "usage"),
+    (("mcp", "--transport", "carrier-pigeon"), None, 2, "invalid choice: 'carrier-pigeon'", None),
+    (("status", "--url", "PROXY", "--intervall", "5"), None, 2, "unrecognized arguments: --intervall", "usage"),
+]
+
+
+@pytest.mark.parametrize("args,pulumi,code,fragment,kind", CONTRACT, ids=[" ".join(c[0]) for c in CONTRACT])
+def test_every_command_fails_by_the_one_contract(args, pulumi, code, fragment, kind, places, monkeypatch, capsys):
+    import importlib.util
+    import os
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",  # fit: this machine's vLLM, if any, is not the point here
+                        lambda name, *a: None if name == "vllm" else real_find_spec(name, *a))
+    if pulumi == "fake":
+        monkeypatch.setenv("PATH", f"{places['FAKE_BIN']}{os.pathsep}{os.environ['PATH']}")
+    elif pulumi == "none":
+        monkeypatch.setenv("PATH", places["EMPTY"])
+    argv = [places.get(a, a) for a in args]
+    assert cli.main(argv) == code
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and fragment in lines[0] and "Traceback" not in err, err
+    assert out == ""
+    if kind is None:  # logs and mcp print no document: they take no --json
+        return
+    assert cli.main([*argv, "--json"]) == code
+    out, err = capsys.readouterr()
+    document = json.loads(out)
+    assert document["schema_version"] == output.SCHEMA_VERSION and document["ok"] is False
+    assert document["error"]["kind"] == kind and document["error"]["exit_code"] == code
+    assert fragment in document["error"]["message"] and err.strip().endswith(document["error"]["message"])
+
+
+def test_a_clients_page_is_one_line_and_whole_only_under_verbose(places, capsys):
+    assert cli.main(["query", "hi", "--url", places["PROXY"]]) == 1
+    assert "<html>" not in capsys.readouterr().err
+    assert cli.main(["query", "hi", "--url", places["PROXY"], "--verbose"]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[0].endswith("HTTP 502: 502 Bad Gateway") and "<center>nginx</center>" in err
+    assert cli.main(["query", "hi", "--url", places["PROXY"], "--json"]) == 1
+    assert "<center>nginx</center>" in json.loads(capsys.readouterr().out)["error"]["detail"]
+
+
+def test_gclouds_long_answer_is_cut_to_its_cause():
+    """gcloud's 8 lines when IAP refuses a tunnel (tests/gcloud_standin.py, with its sources): the line kept
+    is gcloud's first ERROR, not its advice or ssh's echo."""
+    from gcloud_standin import IAP_TRANSCRIPT
+
+    from gemma4_t4.core.targets import cause
+
+    assert cause(IAP_TRANSCRIPT.format(code="4033: 'not authorized'")) == (
+        "ERROR: (gcloud.compute.start-iap-tunnel) Error while connecting [4033: 'not authorized'].")

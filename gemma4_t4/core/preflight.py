@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..catalog import CODEBUILD_BUILD_QUOTAS, CODEBUILD_SERVICE_CODE, SAGEMAKER_STACK_TAG
+from ..errors import ConfigError, Set
 from .failures import cloud_message
 from .targets import TargetError, aws_session
 
@@ -341,7 +342,9 @@ def _instances_in_use(sagemaker, instance_type: str, stack: str) -> tuple[int, i
 def gcp_project(config: Mapping[str, Any], project: str | None) -> str:
     project = project or config.get("gcp:project")
     if not project:
-        raise PreflightError("no GCP project: pulumi config set gcp:project PROJECT (or --project)")
+        # The stack's config is missing a key: the user's to set (exit 2), not a failed check.
+        raise ConfigError("gcp:project", "is not set: the checks ask the project `pulumi up` deploys to",
+                          (Set("gcp:project", "PROJECT"), " (or pass --project PROJECT)"))
     return str(project)
 
 
@@ -353,5 +356,6 @@ def aws_profile(config: Mapping[str, Any]) -> str | None:
 
 def aws_region(needs: Needs) -> str:
     if not needs.region:
-        raise PreflightError("no AWS region: pulumi config set aws:region us-east-2")
+        raise ConfigError("aws:region", "is not set: the checks ask the region `pulumi up` deploys to",
+                          Set("aws:region", "us-east-2"))
     return needs.region
