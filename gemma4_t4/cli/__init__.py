@@ -40,7 +40,7 @@ class Parser(argparse.ArgumentParser):
         kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
         super().__init__(*args, **kwargs)
 
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         """A usage error, as every other failure: one line (not argparse's usage block), exit 2."""
         if "invalid choice: " in message:
             wrong = message.split("invalid choice: ", 1)[1].split("'")[1]

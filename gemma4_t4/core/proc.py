@@ -34,7 +34,7 @@ def start(argv: Sequence[str], *, stdout: int | IO[Any] | None = subprocess.PIPE
                             env=None if env is None else dict(env), start_new_session=True)
 
 
-def _signal_group(pgid: int, sig: signal.Signals) -> bool:
+def _signal_group(pgid: int, sig: int) -> bool:
     """SIG to the group; False when no process of it is left."""
     try:
         os.killpg(pgid, sig)
