@@ -150,7 +150,8 @@ def test_the_cli_without_credentials_is_a_clear_error(tmp_path):
                AWS_EC2_METADATA_DISABLED="true")
     result = run([sys.executable, "-m", "gemma4_t4", "preflight", "sagemaker-t4", "--json"], cwd=REPO, env=env)
     assert result.returncode == 1 and "no AWS credentials" in result.stderr and "Traceback" not in result.stderr
-    assert json.loads(result.stdout or "null") is None
+    failure = json.loads(result.stdout)  # --json: the failure document (docs/json.md), not a result
+    assert failure["ok"] is False and "no AWS credentials" in failure["error"]["message"]
 
 
 def test_an_autoscaled_stack_is_checked_for_its_maximum(aws, monkeypatch):
