@@ -110,3 +110,18 @@ def test_ctrl_c_during_pulumi_exits_130_and_ends_its_group(slow_pulumi):
     _, err = command.communicate(timeout=30)
     assert command.returncode == 130 and err.strip() == "interrupted", err
     assert not alive(grandchild)
+
+
+def test_every_ssh_reads_no_input(monkeypatch):
+    """ssh -n (ssh(1): stdin from /dev/null) on the tunnel and on every remote command, passed after `--` as
+    gcloud compute ssh passes SSH_ARGS to ssh."""
+    import shutil
+
+    from gemma4_t4.core.targets import GceTarget
+
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    target = GceTarget("http://127.0.0.1:1", instance="vm", zone="us-west2-b", project="p")
+    for argv in (target._gcloud_ssh("nvidia-smi"), target._forward_argv("1234:127.0.0.1:8000")):
+        ssh_args = argv[argv.index("--") + 1:]
+        assert ssh_args[0] == "-n", argv
+    assert "-N" in target._forward_argv("1234:127.0.0.1:8000")
