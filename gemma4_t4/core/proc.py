@@ -24,6 +24,7 @@ from typing import IO, Any
 # How long a child's group has, after SIGTERM, to end by itself (ssh closing its session, gcloud
 # its helper) before SIGKILL.
 GRACE_S = 5.0
+KILL_WAIT_S = 1.0
 
 
 def start(argv: Sequence[str], *, stdout: int | IO[Any] | None = subprocess.PIPE,
@@ -52,15 +53,22 @@ def end_group(process: subprocess.Popen, grace_s: float = GRACE_S) -> None:
     if not _signal_group(pgid, signal.SIGTERM):
         process.wait()
         return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline:
-        process.poll()  # reap the leader: a zombie still counts as a member of the group
-        if not _signal_group(pgid, 0):  # signal 0: is anyone of the group left?
-            break
-        time.sleep(0.05)
-    else:
+    if not _group_ends(process, grace_s):
         _signal_group(pgid, signal.SIGKILL)
+        _group_ends(process, KILL_WAIT_S)  # SIGKILL is not refused, but dying takes the kernel a moment
     process.wait()
+
+
+def _group_ends(process: subprocess.Popen, within_s: float) -> bool:
+    """Whether PROCESS's group is gone within WITHIN_S (a member that is a zombie nobody reaped counts)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        process.poll()  # reap the leader: a zombie still counts as a member of the group
+        if not _signal_group(process.pid, 0):  # signal 0: is anyone of the group left?
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
 
 
 def run(argv: Sequence[str], timeout_s: float | None, *, cwd: Path | str | None = None,
