@@ -393,3 +393,17 @@ def test_gclouds_long_answer_is_cut_to_its_cause():
 
     assert cause(IAP_TRANSCRIPT.format(code="4033: 'not authorized'")) == (
         "ERROR: (gcloud.compute.start-iap-tunnel) Error while connecting [4033: 'not authorized'].")
+
+
+@pytest.mark.parametrize("body,line", [
+    # vLLM's ErrorResponse (vllm/entrypoints/openai/protocol.py: `error: ErrorInfo` with message, type, param,
+    # code), and FastAPI's default for an unknown route ({"detail": "Not Found"}).
+    ({"error": {"message": "The model `gemma` does not exist.", "type": "NotFoundError", "param": None,
+                "code": 404}}, "HTTP 404 Not Found: The model `gemma` does not exist."),
+    ({"detail": "Not Found"}, "HTTP 404: Not Found")])
+def test_a_servers_json_error_keeps_its_own_words_on_one_line(body, line):
+    import httpx
+
+    from gemma4_t4.core.targets import http_cause
+
+    assert http_cause(httpx.Response(404, json=body)) == line
