@@ -18,6 +18,10 @@ from typing import Any
 
 from .targets import Target, TargetError
 
+# The version of every result document's vocabulary, the CLI's --json and the MCP tools' results alike
+# (docs/json.md): bumped when a key changes meaning or goes; new keys do not bump it.
+SCHEMA_VERSION = 1
+
 
 def stack_outputs(stack: str, cwd: Path | None = None) -> dict[str, Any]:
     """`pulumi stack output --json` of a deployed stack."""
