@@ -5,6 +5,7 @@ errors as tool errors carrying the CLI's own message; streamable HTTP on loopbac
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -29,6 +30,7 @@ from sagemaker_standin import StandIn
 
 from gemma4_t4.core import bench as core_bench
 from gemma4_t4.core.ops import SCHEMA_VERSION
+from gemma4_t4.mcp import cli_parity
 from gemma4_t4.mcp.server import CHANGES_STATE, COSTS_MONEY
 
 pytestmark = [pytest.mark.cli, pytest.mark.standin]
@@ -512,3 +514,65 @@ def test_streamable_http_on_loopback():
         server.terminate()
         server.wait(timeout=10)
     assert tools == TOOLS and cost.data["cloud"] == "sagemaker" and cost.data["stopped_usd_per_month"] is None
+
+
+# --- the CLI and the tools cannot drift apart -----------------------------------------------------------
+
+# The JSON type of a tool argument that each CLI option's converter makes (argparse's `type`, by name).
+JSON_TYPE = {"str": "string", "Path": "string", "int": "integer", "positive_int": "integer", "float": "number",
+             "non_negative_float": "number", "positive_float": "number", "_concurrency": "array",
+             "<lambda>": "array"}
+
+
+def cli_options() -> dict[str, dict[str, str]]:
+    """{command (and action): {option dest: the JSON type its value has}} of every CLI command."""
+    from gemma4_t4.cli import build_parser
+
+    def types(parser: argparse.ArgumentParser) -> dict[str, str]:
+        found = {}
+        for action in parser._actions:
+            if action.help == argparse.SUPPRESS or isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+                continue
+            if isinstance(action, argparse._StoreTrueAction | argparse.BooleanOptionalAction):
+                found[action.dest] = "boolean"
+            elif isinstance(action, argparse._AppendAction):
+                found[action.dest] = "array"
+            else:
+                converter = "str" if action.type is None else action.type.__name__
+                assert converter in JSON_TYPE, f"--{action.dest}: say which JSON type {converter} makes"
+                found[action.dest] = JSON_TYPE[converter]
+        return found
+
+    commands = {}
+    top = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for name, parser in top.choices.items():
+        actions = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        for action_name, action_parser in (actions[0].choices.items() if actions else [("", parser)]):
+            commands[f"{name} {action_name}".strip()] = types(action_parser)
+    return commands
+
+
+def json_types(schema: dict[str, Any]) -> set[str]:
+    variants = schema.get("anyOf", [schema])
+    return {variant["type"] for variant in variants if variant.get("type") not in (None, "null")}
+
+
+def test_every_cli_command_is_a_tool_with_the_same_arguments():
+    async def main():
+        async with session() as client:
+            return {tool.name: tool.input_schema["properties"] for tool in (await client.list_tools()).tools}
+
+    tools = anyio.run(main)
+    commands = cli_options()
+    assert set(commands) == set(cli_parity.TOOL_OF_COMMAND) | set(cli_parity.NO_TOOL), "a command with no tool"
+    assert set(tools) == set(cli_parity.TOOL_OF_COMMAND.values()), "a tool with no command"
+    for command, options in commands.items():
+        if command in cli_parity.NO_TOOL:
+            continue
+        tool = cli_parity.TOOL_OF_COMMAND[command]
+        expected = {cli_parity.RENAMED.get(dest, dest): kind for dest, kind in options.items()
+                    if dest not in cli_parity.NOT_OFFERED}
+        arguments = {name: json_types(schema) for name, schema in tools[tool].items()}
+        assert set(arguments) == set(expected), f"{command} -> {tool}"
+        for name, kind in expected.items():
+            assert arguments[name] == {kind}, f"{command} --{name} is a {kind}; tool {tool} takes {arguments[name]}"
