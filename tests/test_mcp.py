@@ -134,6 +134,12 @@ def test_the_tool_list_types_inputs_and_marks_what_changes_state_or_costs_money(
         if name != "plan":  # plan's document is open (the program's outputs); its result test reads the key
             assert "schema_version" in tool.output_schema["properties"], name
     assert tools["stop"].annotations.idempotent_hint and tools["start"].annotations.idempotent_hint
+    assert tools["bench"].annotations.idempotent_hint is False
+    # docs/mcp.md's table says the same.
+    rows = {line.split("|")[1].strip(): set(re.findall(r"`(\w+)`", line.split("|")[2]))
+            for line in (REPO / "docs" / "mcp.md").read_text().splitlines() if line.startswith("| ")}
+    destructive = next(names for row, names in rows.items() if row.startswith("destructive"))
+    assert destructive == CHANGES and rows["read-only"] == TOOLS - CHANGES
     assert tools["plan"].annotations.open_world_hint is False and tools["status"].annotations.open_world_hint
     query = tools["query"].input_schema
     assert query["required"] == ["prompt"] and query["properties"]["max_tokens"]["minimum"] == 1
