@@ -30,7 +30,7 @@ from sagemaker_standin import StandIn
 
 from gemma4_t4.core import bench as core_bench
 from gemma4_t4.core.ops import SCHEMA_VERSION
-from gemma4_t4.mcp import cli_parity
+from gemma4_t4.mcp import cli_parity, scope
 from gemma4_t4.mcp.server import CHANGES_STATE, COSTS_MONEY
 
 pytestmark = [pytest.mark.cli, pytest.mark.standin]
@@ -582,3 +582,17 @@ def test_every_cli_command_is_a_tool_with_the_same_arguments():
         assert set(arguments) == set(expected), f"{command} -> {tool}"
         for name, kind in expected.items():
             assert arguments[name] == {kind}, f"{command} --{name} is a {kind}; tool {tool} takes {arguments[name]}"
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000", "http://127.9.9.9:1/v1", "http://localhost:8000",
+                                 "http://[::1]:8000", "https://vllm.example.com:8443/v1"])
+def test_loopback_and_allowed_origins_pass(url):
+    assert scope.Urls(("https://vllm.example.com:8443",)).check(url) == url
+
+
+@pytest.mark.parametrize("url", ["http://10.0.0.1:8000", "http://127.0.0.1@elsewhere.example:8000",
+                                 "http://127.0.0.1.nip.io:8000", "http://vllm.example.com:8443",
+                                 "https://vllm.example.com", "file:///etc/passwd", "ftp://127.0.0.1/"])
+def test_any_other_url_is_refused(url):
+    with pytest.raises(scope.OutOfScope, match=r"^refused: url "):
+        scope.Urls(("https://vllm.example.com:8443",)).check(url)
