@@ -298,6 +298,9 @@ def test_stop_and_start_refuse_any_vm_but_the_stacks_before_any_compute_call(fak
                     "other project": await call(client, "stop", stack="gce-t4", project="someone-else"),
                     "no stack": await call(client, "stop", **where),
                     "not a stack name": await call(client, "stop", stack="org/other-project/gce-t4"),
+                    # Before any quota is read (no credentials here: a cloud call would say so instead).
+                    "preflight": await call(client, "preflight", stack="gce-t4", config=["gcp:project=mine"],
+                                            project="someone-else"),
                 }
                 return refused, standin.calls[before:]
 
@@ -315,6 +318,7 @@ def test_stop_and_start_refuse_any_vm_but_the_stacks_before_any_compute_call(fak
     assert refused["no stack"].message.startswith(f"refused: instance {where['instance']}, zone {where['zone']}")
     assert "without a stack" in refused["no stack"].error
     assert refused["not a stack name"].message.startswith("refused: stack 'org/other-project/gce-t4'")
+    assert refused["preflight"].message == "refused: project someone-else is not stack gce-t4's: its gcp:project is mine"
     assert all("\n" not in outcome.message for outcome in refused.values())
 
 
