@@ -56,7 +56,6 @@ COSTS_MONEY = "gemma4-t4/costs-money"
 CHANGES_STATE = "gemma4-t4/changes-state"
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Effect:
     """What calling a tool does to the world."""
@@ -67,10 +66,10 @@ class Effect:
     costs_money: bool = False  # it starts a bill
 
 
-# The one table the tools' annotations, their _meta and docs/mcp.md's table come from. Every tool that
-# changes something is destructive in MCP's sense (it may undo or overwrite what was there): stop ends
-# serving, start bills again, bench loads the server and overwrites its report and charts,
-# bench_compare overwrites its charts.
+# The one table the tools' annotations and _meta come from (docs/mcp.md's table says the same; the tests
+# hold both to what each tool does). Every tool that changes something is destructive in MCP's sense (it
+# may undo or overwrite what was there): stop ends serving, start bills again, bench loads the server and
+# overwrites its report and charts, bench_compare overwrites its charts.
 EFFECTS: dict[str, Effect] = {
     "plan": Effect(open_world=False),
     "cost": Effect(open_world=False),
