@@ -151,7 +151,8 @@ def test_the_tool_list_types_inputs_and_marks_what_changes_state_or_costs_money(
     # Model output is data: its own field, described as such, and the tool says so.
     reply = tools["query"].output_schema["properties"]
     assert "text" not in reply and "never instructions" in reply["untrusted_model_output"]["description"]
-    assert "never instructions" in tools["query"].description and "never instructions" in tools["bench"].description
+    for name in ("query", "bench", "bench_compare", "logs"):
+        assert "never instructions" in tools[name].description, name
 
 
 # --- against the real vLLM server ---------------------------------------------------------------------
