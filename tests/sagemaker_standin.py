@@ -94,6 +94,14 @@ class StandIn:
             # EndpointStatus, EndpointConfigName), only those the operator tools read.
             return handler._json(200, {"EndpointName": self.endpoint, "EndpointStatus": "InService",
                                        "EndpointConfigName": f"{self.endpoint}-config"})
+        if operation == "ListEndpoints":
+            # source: SageMaker API Reference, ListEndpoints: Endpoints[] of EndpointSummary (EndpointName,
+            # EndpointArn, EndpointStatus, CreationTime, LastModifiedTime); no NextToken on the last page.
+            # The account holds the one endpoint: a stack's own, so no other carries its tag.
+            arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{self.endpoint.lower()}"
+            return handler._json(200, {"Endpoints": [{"EndpointName": self.endpoint, "EndpointArn": arn,
+                                                      "EndpointStatus": "InService", "CreationTime": 1764900000,
+                                                      "LastModifiedTime": 1764900000}]})
         if operation == "DescribeEndpointConfig":
             # source: SageMaker API Reference, DescribeEndpointConfig: ProductionVariants[].ModelName.
             return handler._json(200, {"ProductionVariants": [{"ModelName": f"{self.endpoint}-model"}]})

@@ -2,7 +2,11 @@
 wait, query, logs, bench, bench_compare, stop, start) to an MCP client such as an editor's
 assistant, over stdio (what clients launch), or streamable HTTP on 127.0.0.1 with --transport.
 Each tool calls the same core as the command of the same name; `pulumi up` and `pulumi destroy`
-are not offered."""
+are not offered.
+
+Scoped: a tool acts only on the named stack's own VM or endpoint; it reads and writes files only
+inside --workdir; a `url` must be on loopback unless its origin is given with --allow-url. Anything
+else is refused before anything is contacted (docs/mcp.md)."""
 
 from __future__ import annotations
 
@@ -21,15 +25,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--project-dir", type=Path, help="the gemma4-t4 Pulumi project: for plan, cost, preflight, fit, "
                                                     "and where `pulumi stack output` runs (default: the working "
                                                     "directory)")
+    p.add_argument("--workdir", type=Path, default=Path("."),
+                   help="the one folder the tools read and write files in (bench's out and plot_dir, "
+                        "bench_compare's reports): anything outside it, symlinks and .. resolved, is refused "
+                        "(default: the working directory the server starts in)")
+    p.add_argument("--allow-url", action="append", default=[], type=_origin, metavar="ORIGIN",
+                   help="also let a tool's url reach this origin, scheme://host[:port] (repeatable); "
+                        "without it only loopback: 127.0.0.0/8, ::1, localhost")
     # Local stand-ins for the tests; not for users.
     p.add_argument("--sagemaker-endpoint-url", help=argparse.SUPPRESS)
     p.add_argument("--compute-endpoint", help=argparse.SUPPRESS)
     p.set_defaults(run=run)
 
 
+def _origin(text: str) -> str:
+    from ..mcp import scope
+
+    try:
+        scope.Urls((text,))
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+    return text
+
+
 def run(args: argparse.Namespace) -> int:
     from ..mcp import server  # the SDK takes half a second to import: only for this command
 
-    server.serve(args.transport, args.port, project_dir=args.project_dir,
+    if not args.workdir.is_dir():
+        raise FileNotFoundError(2, "no such folder (--workdir)", str(args.workdir))
+    server.serve(args.transport, args.port, project_dir=args.project_dir, workdir=args.workdir,
+                 allow_urls=args.allow_url,
                  sagemaker_endpoint_url=args.sagemaker_endpoint_url, compute_endpoint=args.compute_endpoint)
     return EXIT_OK

@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+from ..core.ops import SCHEMA_VERSION  # every --json document's version (docs/json.md), the MCP tools' too
 from ..core.targets import TargetError
 from ..errors import UsageError
 
@@ -21,11 +22,6 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 # No emoji codes: a key such as gemma4-t4:cloud: would print as "gemma4-t4☁".
 console = Console(highlight=False, soft_wrap=True, emoji=False)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
-
-
-# The version of every --json document's vocabulary (docs/json.md): bumped when a key changes meaning
-# or goes; new keys do not bump it.
-SCHEMA_VERSION = 1
 
 
 def print_json(document: Any) -> None:

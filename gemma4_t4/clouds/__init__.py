@@ -79,9 +79,19 @@ def plan_cloud(plan: offline.Plan) -> Cloud:
 # --- a deployed stack -------------------------------------------------------------------------------
 
 
-def target_from_outputs(stack: str, outputs: Mapping[str, Any]) -> Target:
+def target_from_outputs(stack: str, outputs: Mapping[str, Any], endpoint_url: str | None = None) -> Target:
     """The target a deployed stack describes through the contract's outputs (gemma4_t4.contract)."""
-    return outputs_cloud(stack, outputs, CLOUDS).target(stack, outputs)
+    return outputs_cloud(stack, outputs, CLOUDS).target(stack, outputs, endpoint_url=endpoint_url)
+
+
+def stack_target(stack: str, outputs: Mapping[str, Any], endpoint_url: str | None = None,
+                 compute_endpoint: str | None = None) -> Target:
+    """The target of a deployed stack with these outputs; a GCE VM is watched through the Compute API."""
+    target = target_from_outputs(stack, outputs, endpoint_url)
+    if isinstance(target, GceTarget):
+        vm = lifecycle.Vm(target.project, target.zone, target.instance)
+        target.watch = VmWatch(vm, lambda: lifecycle.Compute(compute_endpoint))
+    return target
 
 
 def resolve_target(url: str | None = None, stack: str | None = None, endpoint: str | None = None,
@@ -102,17 +112,16 @@ def resolve_target(url: str | None = None, stack: str | None = None, endpoint: s
             raise TargetError("--endpoint needs --region")
         return SageMakerTarget(endpoint, region, endpoint_url=endpoint_url)
     if stack:
-        target = target_from_outputs(stack, stack_outputs(stack, cwd=project_dir))
-        if isinstance(target, GceTarget):
-            vm = lifecycle.Vm(target.project, target.zone, target.instance)
-            target.watch = VmWatch(vm, lambda: lifecycle.Compute(compute_endpoint))
-        return target
+        return stack_target(stack, stack_outputs(stack, cwd=project_dir), endpoint_url, compute_endpoint)
     raise TargetError("say where: --url URL, --stack STACK, or --endpoint NAME --region REGION")
 
 
-def vm_from_stack(stack: str, project_dir: Path | None = None) -> lifecycle.Vm:
-    """The VM a deployed stack describes; a cloud without one is refused (lifecycle.NotStoppable)."""
-    outputs = stack_outputs(stack, cwd=project_dir, instead="--instance NAME --zone ZONE --project PROJECT")
+def vm_from_stack(stack: str, project_dir: Path | None = None,
+                  outputs: Mapping[str, Any] | None = None) -> lifecycle.Vm:
+    """The VM a deployed stack describes (OUTPUTS: already read); a cloud without one is refused
+    (lifecycle.NotStoppable)."""
+    if outputs is None:
+        outputs = stack_outputs(stack, cwd=project_dir, instead="--instance NAME --zone ZONE --project PROJECT")
     return outputs_cloud(stack, outputs, CLOUDS).vm(stack, outputs)
 
 
@@ -152,4 +161,4 @@ def estimate(stack: str, overrides: Sequence[str] = (), project_dir: Path | None
 
 __all__ = ["CLOUDS", "Cloud", "Place", "all_keys", "cloud_of_stack", "config_keys", "estimate", "needs",
            "offline_plan", "plan_stack", "preflight", "regions", "resolve_target", "stack_config",
-           "target_from_outputs", "vm_from_stack"]
+           "stack_target", "target_from_outputs", "vm_from_stack"]

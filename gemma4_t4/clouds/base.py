@@ -75,8 +75,9 @@ class Cloud(ABC):
     # --- what a deployed stack is ------------------------------------------------------------------
 
     @abstractmethod
-    def target(self, stack: str, outputs: Mapping[str, Any]) -> Target:
-        """How the operator tools reach the server the stack's outputs (gemma4_t4.contract) describe."""
+    def target(self, stack: str, outputs: Mapping[str, Any], endpoint_url: str | None = None) -> Target:
+        """How the operator tools reach the server the stack's outputs (gemma4_t4.contract) describe
+        (ENDPOINT_URL: a local stand-in for the cloud's serving API, for the tests)."""
 
     def vm(self, stack: str, outputs: Mapping[str, Any]) -> lifecycle.Vm:
         """The VM `stop` and `start` act on; clouds without one refuse."""

@@ -85,7 +85,7 @@ class Gce(Cloud):
     def mock_invokes(self, world: World | None) -> dict[str, Invoke]:
         return {answers.GET_DISK: (world or World()).get_disk}
 
-    def target(self, stack: str, outputs: Mapping[str, Any]) -> Target:
+    def target(self, stack: str, outputs: Mapping[str, Any], endpoint_url: str | None = None) -> Target:
         target, port = outputs["target"], int(outputs["port"])
         return GceTarget(f"http://127.0.0.1:{port}", label=f"gce:{target['instance']}", instance=target["instance"],
                          zone=target["zone"], project=target["project"], port=port)

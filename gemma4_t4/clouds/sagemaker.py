@@ -208,9 +208,10 @@ class SageMaker(Cloud):
     def mock_invokes(self, world: World | None) -> dict[str, Invoke]:
         return {answers.GET_REPOSITORY: (world or World()).get_repository}
 
-    def target(self, stack: str, outputs: Mapping[str, Any]) -> Target:
+    def target(self, stack: str, outputs: Mapping[str, Any], endpoint_url: str | None = None) -> Target:
         target = outputs["target"]
-        return SageMakerTarget(target["endpoint_name"], target["region"], profile=target.get("profile"),
+        return SageMakerTarget(target["endpoint_name"], target["region"], endpoint_url=endpoint_url,
+                               profile=target.get("profile"),
                                ttl_deletes_at=outputs.get("endpoint_deletes_at"),
                                ttl_dead_letter_queue_url=outputs.get("ttl_dead_letter_queue_url"), stack=stack)
 

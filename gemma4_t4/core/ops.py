@@ -24,6 +24,10 @@ from .targets import Target, TargetError, cause
 # two minutes, then the command says so instead of waiting for ever.
 PULUMI_TIMEOUT_S = 120.0
 
+# The version of every result document's vocabulary, the CLI's --json and the MCP tools' results alike
+# (docs/json.md): bumped when a key changes meaning or goes; new keys do not bump it.
+SCHEMA_VERSION = 1
+
 
 def stack_outputs(stack: str, cwd: Path | None = None, instead: str = "--url URL or --endpoint NAME") -> dict[str, Any]:
     """`pulumi stack output --json` of a deployed stack. INSTEAD: the caller's own way to name its target

@@ -1,0 +1,33 @@
+"""How the MCP tools match the CLI's operator commands: the tool each command is, the options a tool
+names otherwise, and what no tool offers, with why. tests/test_mcp.py holds the CLI's parser and the
+tool list to these tables, names and types both, so the two front ends cannot drift apart."""
+
+from __future__ import annotations
+
+# The tool of each CLI command ("command action" where the command has actions).
+TOOL_OF_COMMAND = {"plan": "plan", "preflight": "preflight", "cost": "cost", "fit": "fit", "status": "status",
+                   "wait": "wait", "query": "query", "logs": "logs", "bench run": "bench",
+                   "bench compare": "bench_compare", "stop": "stop", "start": "start"}
+
+# Commands with no tool, and why.
+NO_TOOL = {"mcp": "it is the server that offers the tools"}
+
+# A CLI option's name (its argparse dest) -> the tool's argument, where the tool names it otherwise.
+RENAMED = {
+    "stack_positional": "stack",  # `plan gce-t4` and `plan --stack gce-t4` are the one argument
+    "timeout": "timeout_s",  # a JSON number carries no unit: the name does
+    "interval": "interval_s",
+    "plot": "plot_dir",
+}
+
+# CLI options no tool takes, and why (the same reason for every command that has the option).
+NOT_OFFERED = {
+    "json": "every tool result is the structured document --json prints, schema_version and all",
+    "project_dir": "one Pulumi project per server: `gemma4-t4 mcp --project-dir`",
+    "follow": "a tool call returns once; a followed log never ends",
+    "stream": "query always streams (the pieces as progress notifications); the result is the whole reply",
+    "user_data": "plan's result already holds the guest's user-data (the VM's metadata); writing it to a file "
+                 "is the CLI's",
+    "all_regions": "not offered yet: every region's quotas and offers (`gemma4-t4 preflight --all-regions`)",
+    "regions": "goes with all_regions",
+}

@@ -1,0 +1,130 @@
+"""What an MCP tool may touch, checked before anything is contacted: a stack of this project by its
+own name, and only what that stack's outputs describe (its VM's instance, zone and project; its
+SageMaker endpoint and region); files inside the one working folder the server was started with;
+`url`s on loopback, or on an origin the server was started with (--allow-url).
+
+An agent drives these tools, and what it asks may come from text it read (a web page, a model's
+answer): each refusal is one line naming what was asked and what the stack, the folder or the
+allow-list holds, so the user can see why and widen the scope on purpose.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from ..core.targets import TargetError
+
+REFUSED = "refused: "
+
+
+class OutOfScope(TargetError):
+    """A tool call reaching past the stack, the working folder or the allowed URLs (nothing was contacted)."""
+
+
+# A stack of this project, by its own name as `pulumi stack init` made it (gce-t4): not
+# org/project/stack, which names another project's stack, and never anything `pulumi` could read as a flag.
+STACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+
+
+def stack_name(stack: str) -> str:
+    if not STACK_NAME.fullmatch(stack):
+        raise OutOfScope(f"{REFUSED}stack {stack!r}: the tools act on this project's stacks by their own name "
+                         "(letters, digits, - _ .), e.g. gce-t4; not org/project/stack")
+    return stack
+
+
+# The tools' names for what a stack's `target` output (gemma4_t4.contract) holds.
+OUTPUT_KEYS = {"instance": "instance", "zone": "zone", "project": "project", "endpoint": "endpoint_name",
+               "region": "region"}
+
+
+def _named(where: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key} {value}" for key, value in where.items())
+
+
+def owned(outputs: Mapping[str, Any]) -> dict[str, Any]:
+    """What the stack's outputs say it owns, in the tools' words (instance/zone/project, endpoint/region)."""
+    target = outputs.get("target")
+    if not isinstance(target, Mapping):
+        return {}
+    return {arg: target[key] for arg, key in OUTPUT_KEYS.items() if target.get(key) is not None}
+
+
+def check_owned(stack: str, outputs: Mapping[str, Any], asked: Mapping[str, str | None]) -> None:
+    """Every argument given (instance, zone, project, endpoint, region) must be the stack's own."""
+    given = {key: value for key, value in asked.items() if value}
+    has = owned(outputs)
+    if any(has.get(key) != value for key, value in given.items()):
+        raise OutOfScope(f"{REFUSED}{_named(given)} is not stack {stack}'s: the stack owns "
+                         f"{_named(has) or 'nothing the tools can act on'}; the tools act only on it")
+
+
+def needs_stack(given: Mapping[str, str | None], what: str) -> OutOfScope:
+    return OutOfScope(f"{REFUSED}{_named({k: v for k, v in given.items() if v})} without a stack: the tools act "
+                      f"only on {what}; name the stack (its outputs say which)")
+
+
+# --- files ---------------------------------------------------------------------------------------
+
+
+def inside(workdir: Path, given: str, what: str) -> Path:
+    """GIVEN (relative to WORKDIR, or absolute), with its symlinks and `..` resolved, if it is inside WORKDIR."""
+    root = workdir.resolve()
+    path = (root / Path(given).expanduser()).resolve()
+    if not path.is_relative_to(root):
+        raise OutOfScope(f"{REFUSED}{what} {given} resolves to {path}, outside the working folder {root} "
+                         "(start the server with --workdir to choose another)")
+    return path
+
+
+# --- URLs ---------------------------------------------------------------------------------------
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    default = {"http": 80, "https": 443}.get(url.scheme)
+    return url.scheme, url.host, url.port or default
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class Urls:
+    """Loopback (127.0.0.0/8, ::1, localhost), and the origins (scheme://host:port) the server allows."""
+
+    allowed: Sequence[str] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        for origin in self.allowed:
+            parsed = httpx.URL(origin)
+            if parsed.scheme not in ("http", "https") or not parsed.host or parsed.path not in ("", "/"):
+                raise ValueError(f"{origin}: give an origin, scheme://host[:port], e.g. "
+                                 "https://vllm.example.com:8443")
+
+    def check(self, url: str) -> str:
+        # httpx parses it here as HttpTarget's client will when it connects: one reading of the host.
+        try:
+            parsed = httpx.URL(url)
+        except httpx.InvalidURL as err:
+            raise OutOfScope(f"{REFUSED}url {url}: {err}") from None
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise OutOfScope(f"{REFUSED}url {url}: give http(s)://host:port, e.g. http://127.0.0.1:8000")
+        if is_loopback(parsed.host) or _origin(parsed) in {_origin(httpx.URL(a)) for a in self.allowed}:
+            return url
+        allowed = ", ".join(self.allowed) or "none"
+        raise OutOfScope(f"{REFUSED}url {url}: host {parsed.host} is not loopback (127.0.0.0/8, ::1, localhost) "
+                         f"and not allowed (--allow-url: {allowed}); start the server with --allow-url "
+                         f"{parsed.scheme}://{parsed.host}:{_origin(parsed)[2]} to allow it")
