@@ -306,10 +306,11 @@ def scheduling(settings: GceT4ServerSettings) -> gcp.compute.InstanceSchedulingA
 
 
 def cost_per_hour_usd(settings: GceT4ServerSettings) -> float | None:
-    """While running: machine, GPU, address and both disks, at the region's list prices; None if the
-    catalog lacks one of them."""
+    """While running: machine, GPU, address and both disks, at the region's list prices (a Spot VM: its machine
+    and GPUs at the Spot prices); None if the catalog lacks one of them."""
     prices = catalog.GCE_PRICES.get(settings.region, {})
-    keys = [f"machine:{settings.machine_type}", f"gpu:{settings.gpu_type}", "ip:external-in-use",
+    billed = catalog.spot_item if settings.spot else str
+    keys = [billed(f"machine:{settings.machine_type}"), billed(f"gpu:{settings.gpu_type}"), "ip:external-in-use",
             f"disk:{settings.boot_disk_type}:gb-month", f"disk:{settings.data_disk_type}:gb-month"]
     if any(key not in prices for key in keys):
         return None

@@ -15,11 +15,11 @@ import traceback
 
 from .. import __version__
 from ..core import failures
-from . import bench, cost, fit, logs, mcp, plan, preflight, query, start, status, stop, wait
+from . import bench, cost, fit, logs, mcp, plan, preflight, query, start, status, stop, wait, zones
 from .examples import EXAMPLES
 from .output import err_console
 
-COMMANDS = (plan, preflight, cost, fit, status, wait, query, logs, bench, stop, start, mcp)
+COMMANDS = (plan, preflight, cost, zones, fit, status, wait, query, logs, bench, stop, start, mcp)
 
 
 class Parser(argparse.ArgumentParser):
