@@ -73,9 +73,11 @@ def run(args: argparse.Namespace) -> int:
     for disk in result.disks:
         console.print(f"  {disk.name}: {disk.type} {disk.size_gb} GB, {_usd(disk.usd_per_month, 'month')}",
                       markup=False)
-    if None in (result.running_usd_per_hour, result.after_destroy_usd_per_month, result.stopped_usd_per_month) \
+    stopped = (result.stopped_usd_per_month,) if result.stoppable else ()
+    if None in (result.running_usd_per_hour, result.after_destroy_usd_per_month, *stopped) \
             or any(d.usd_per_month is None for d in result.disks):
-        console.print("-: the catalog has no list price here: unknown, not free (the disks still bill)", markup=False)
+        console.print("-: the catalog has no list price here: unknown, not free"
+                      + (" (the disks still bill)" if result.disks else ""), markup=False)
     for note in result.notes:
         console.print(note, markup=False)
     return EXIT_OK

@@ -431,7 +431,8 @@ def cost_line(plan: Plan) -> str | None:
     span = cost_range(plan)
     if span is None:
         if "cost_per_hour_usd" in plan.outputs:  # the stack says it, and the catalog has no price: unknown, not $0
-            return "estimated cost while running: unknown (the catalog has no list price for this region)"
+            return ("estimated cost while running: unknown (the catalog lacks a list price here; "
+                    "`gemma4-t4 cost` shows which)")
         return None
     low, high = span
     shown = f"${low:.4f}/h" if low == high else f"${low:.4f}/h to ${high:.4f}/h, fewest to most instances"
