@@ -121,7 +121,8 @@ def test_every_command_shows_examples_and_every_target_command_takes_dash_s():
         if path == "gemma4-t4":
             continue
         assert parser.epilog and "examples:" in parser.epilog, path
-        if not subcommands and path not in ("gemma4-t4 fit", "gemma4-t4 mcp", "gemma4-t4 bench compare"):
+        if not subcommands and path not in ("gemma4-t4 fit", "gemma4-t4 mcp", "gemma4-t4 bench compare",
+                                            "gemma4-t4 zones"):
             assert "-s" in parser.option_strings(), path
 
 
