@@ -29,9 +29,9 @@ from gemma4_t4.mcp.server import CHANGES_STATE, COSTS_MONEY
 
 pytestmark = [pytest.mark.cli, pytest.mark.standin]
 
-TOOLS = {"plan", "cost", "preflight", "fit", "status", "wait", "query", "logs", "bench", "bench_compare", "stop",
-         "start"}
-READ_ONLY = {"plan", "cost", "preflight", "fit", "status", "wait", "query", "logs"}
+TOOLS = {"plan", "cost", "zones", "preflight", "fit", "status", "wait", "query", "logs", "bench", "bench_compare",
+         "stop", "start"}
+READ_ONLY = {"plan", "cost", "zones", "preflight", "fit", "status", "wait", "query", "logs"}
 # No cloud credentials of the machine running the tests may leak into a tool call.
 NO_CLOUD = {"AWS_CONFIG_FILE": "/nonexistent", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
             "AWS_EC2_METADATA_DISABLED": "true", "NO_GCE_CHECK": "True", "GOOGLE_APPLICATION_CREDENTIALS": "",
@@ -227,6 +227,16 @@ def test_plan_and_cost_are_the_clis(tmp_path):
     assert gce.error.endswith(cli_message("preflight", "gce-t4", "--project", "my-project"))
     assert "gcloud auth application-default login" in gce.error
     assert "no AWS credentials" in sagemaker.error
+
+
+def test_zones_is_the_clis():
+    async def main():
+        async with session() as client:
+            return await call(client, "zones"), await call(client, "zones", cloud="sagemaker")
+
+    both, sagemaker = anyio.run(main)
+    assert both.data == cli_json("zones", "--json")
+    assert sagemaker.data == cli_json("zones", "--cloud", "sagemaker", "--json")
 
 
 def test_stop_and_start_against_recorded_compute_engine_responses():

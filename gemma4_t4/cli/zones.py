@@ -32,7 +32,7 @@ def _usd(value: float | None) -> str:
 def run(args: argparse.Namespace) -> int:
     found = offers.t4_offers(args.cloud)
     if args.json:
-        print_json({"offers": [asdict(offer) for offer in found]})
+        print_json(asdict(offers.Offers(found)))
         return EXIT_OK
     table = Table("cloud", "zone / region", "instance", "$/h", "Spot $/h", box=box.SIMPLE,
                   title="Tesla T4 offers at catalog list prices, cheapest first", title_justify="left")

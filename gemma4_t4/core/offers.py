@@ -23,6 +23,12 @@ class Offer:
     source: str
 
 
+@dataclass(frozen=True)
+class Offers:
+    """Every offer, cheapest first (the `zones` command's --json document and MCP result)."""
+    offers: list[Offer]
+
+
 def _sum(*prices: catalog.Price | None) -> float | None:
     if any(price is None for price in prices):
         return None

@@ -28,7 +28,7 @@ from typing_extensions import TypedDict
 
 from .. import __version__, catalog, clouds
 from ..core import bench as core_bench
-from ..core import charts, failures, fit, lifecycle, ops, preflight
+from ..core import charts, failures, fit, lifecycle, offers, ops, preflight
 from ..core import cost as cost_core
 from ..core.targets import Target, TargetError
 
@@ -172,6 +172,14 @@ class Server:
             """What the stack costs at catalog list prices: per hour serving, per month with its VM
             stopped (GCE: the disks), per month after `pulumi destroy`."""
             return await _in_thread(lambda: clouds.estimate(stack, config or [], server.project_dir))
+
+        @mcp.tool(annotations=_looks(open_world=False), meta=_meta())
+        async def zones(cloud: Annotated[Literal["gce", "sagemaker"] | None,
+                                         Field(description="only this cloud (default: both)")] = None) -> offers.Offers:
+            """Where a Tesla T4 can be had and its hourly list price, cheapest first, from the catalog (no cloud
+            asked): each GCE zone selling T4s (n1-standard-2 + one T4, on demand and Spot; disks on top) and each
+            SageMaker region with a recorded ml.g4dn.xlarge price. A null price is unknown, not free."""
+            return offers.Offers(offers.t4_offers(cloud))
 
         @mcp.tool(name="preflight", annotations=_looks(open_world=True), meta=_meta())
         async def preflight_(stack: Stack, config: Overrides | None = None,
