@@ -305,12 +305,19 @@ def scheduling(settings: GceT4ServerSettings) -> gcp.compute.InstanceSchedulingA
     )
 
 
-def cost_per_hour_usd(settings: GceT4ServerSettings) -> float | None:
-    """While running: machine, GPU, address and both disks, at the region's list prices; None if the
-    catalog lacks one of them."""
-    prices = catalog.GCE_PRICES.get(settings.region, {})
-    keys = [f"machine:{settings.machine_type}", f"gpu:{settings.gpu_type}", "ip:external-in-use",
+def billed_items(settings: GceT4ServerSettings) -> list[str]:
+    """The catalog items the VM bills while running: machine, GPU (a Spot VM: their Spot prices), address,
+    boot and data disk."""
+    billed = catalog.spot_item if settings.spot else str
+    return [billed(f"machine:{settings.machine_type}"), billed(f"gpu:{settings.gpu_type}"), "ip:external-in-use",
             f"disk:{settings.boot_disk_type}:gb-month", f"disk:{settings.data_disk_type}:gb-month"]
+
+
+def cost_per_hour_usd(settings: GceT4ServerSettings) -> float | None:
+    """While running: machine, GPU, address and both disks, at the region's list prices (a Spot VM: its machine
+    and GPUs at the Spot prices); None if the catalog lacks one of them."""
+    prices = catalog.GCE_PRICES.get(settings.region, {})
+    keys = billed_items(settings)
     if any(key not in prices for key in keys):
         return None
     monthly_disks = (settings.boot_disk_size_gb * prices[keys[3]].usd_per_hour
@@ -445,8 +452,10 @@ class GceT4Server(T4ServingComponent):
 
         cost = cost_per_hour_usd(settings)
         if cost is None:
-            pulumi.log.warn(f"no catalog price for {settings.machine_type} + {settings.gpu_type} in "
-                            f"{settings.region}: cost not estimated", resource=self)
+            missing = sorted({key for key in billed_items(settings)
+                              if key not in catalog.GCE_PRICES.get(settings.region, {})})
+            pulumi.log.warn(f"no catalog price for {', '.join(missing)} in {settings.region}: cost not estimated",
+                            resource=self)
         self.data_disk_name = data_disk.name
         self.memory_plan = pulumi.Output.from_input(cast(MemoryPlan, plan.memory.as_output())) if plan.memory else None
         forward = f"{serving.port}:127.0.0.1:{serving.port}"

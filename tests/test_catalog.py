@@ -62,6 +62,30 @@ def test_t4_zones_are_zone_names_and_every_priced_region_has_some():
     assert set(catalog.GCE_PRICES) <= regions
 
 
+def test_every_t4_region_has_the_machine_and_the_t4_on_demand_and_spot_from_the_price_list():
+    for region in {catalog.region_of(z) for z in catalog.GCE_T4_ZONES}:
+        prices = catalog.GCE_PRICES[region]
+        for item in ("machine:n1-standard-2", "gpu:nvidia-tesla-t4"):
+            on_demand, spot = prices[item], prices[catalog.spot_item(item)]
+            assert 0 < spot.usd_per_hour < on_demand.usd_per_hour, f"{region} {item}: Spot is the cheaper SKU"
+            assert catalog.GCE_PRICE_LIST in on_demand.source and "on demand" in on_demand.source
+            assert catalog.GCE_PRICE_LIST in spot.source and "Spot" in spot.source
+
+
+def test_larger_n1_shapes_scale_both_prices_with_their_vcpus():
+    prices = catalog.GCE_PRICES["europe-west4"]
+    for suffix in ("", ":spot"):
+        two = prices[f"machine:n1-standard-2{suffix}"].usd_per_hour
+        assert prices[f"machine:n1-standard-4{suffix}"].usd_per_hour == pytest.approx(2 * two)
+        assert prices[f"machine:n1-standard-8{suffix}"].usd_per_hour == pytest.approx(4 * two)
+
+
+def test_a_disk_price_the_sources_lack_stays_unknown():
+    """The price list has no disks: only the regions with a transcribed disk price have one."""
+    priced = {region for region, items in catalog.GCE_PRICES.items() if "disk:pd-balanced:gb-month" in items}
+    assert priced == {"us-central1", "us-west2"}
+
+
 def test_the_clamp_is_verified_for_exactly_the_pinned_vllms():
     pinned = {catalog.PINS["vllm.gce"], catalog.PINS["vllm.sagemaker"], *catalog.GCE_VLLM_VERSIONS}
     assert set(catalog.CLAMP_VERIFIED_VLLM) == pinned

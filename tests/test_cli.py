@@ -121,7 +121,8 @@ def test_every_command_shows_examples_and_every_target_command_takes_dash_s():
         if path == "gemma4-t4":
             continue
         assert parser.epilog and "examples:" in parser.epilog, path
-        if not subcommands and path not in ("gemma4-t4 fit", "gemma4-t4 mcp", "gemma4-t4 bench compare"):
+        if not subcommands and path not in ("gemma4-t4 fit", "gemma4-t4 mcp", "gemma4-t4 bench compare",
+                                            "gemma4-t4 zones"):
             assert "-s" in parser.option_strings(), path
 
 
@@ -133,12 +134,13 @@ def test_a_trailing_v1_is_the_same_server():
 
 
 def test_an_unknown_price_is_unknown_never_zero():
-    """A zone that sells T4s in a region the catalog has no prices for: null in JSON, "-" in text."""
+    """A zone that sells T4s in a region the catalog has no disk prices for: null in JSON, "-" in text."""
     import json
 
     from gemma4_t4 import catalog
 
-    zone = next(z for z in sorted(catalog.GCE_T4_ZONES) if catalog.region_of(z) not in catalog.GCE_PRICES)
+    zone = next(z for z in sorted(catalog.GCE_T4_ZONES)
+                if "disk:pd-balanced:gb-month" not in catalog.GCE_PRICES.get(catalog.region_of(z), {}))
     result = gemma4_t4("cost", "gce-t4", "--config", f"gemma4-t4:zone={zone}", "--json")
     estimate = json.loads(result.stdout)
     assert estimate["after_destroy_usd_per_month"] is None and estimate["running_usd_per_hour"] is None

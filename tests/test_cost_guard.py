@@ -46,6 +46,30 @@ def test_spot_with_an_explicit_action(run_stack):
     assert scheduling["automaticRestart"] is False and scheduling["instanceTerminationAction"] == "DELETE"
 
 
+def test_a_spot_vm_costs_its_machine_and_t4_at_the_spot_prices(run_stack):
+    """The disks and the address bill the same on a Spot VM; the machine and the GPU at their Spot SKUs."""
+    from gemma4_t4 import catalog
+    from gemma4_t4.core import plan as plan_mod
+
+    prices = catalog.GCE_PRICES["us-west2"]  # the stack's zone us-west2-b
+    standard, spot = run_stack("gce-t4"), run_stack("gce-t4", "spot=true")
+    saved = sum(prices[item].usd_per_hour - prices[catalog.spot_item(item)].usd_per_hour
+                for item in ("machine:n1-standard-2", "gpu:nvidia-tesla-t4"))
+    assert spot.outputs["cost_per_hour_usd"] == pytest.approx(standard.outputs["cost_per_hour_usd"] - saved, abs=1e-4)
+    assert "Spot list prices" in plan_mod.cost_line(spot) and "Spot" not in plan_mod.cost_line(standard)
+
+
+def test_spot_with_two_t4s_counts_both_at_the_spot_price(run_stack):
+    from gemma4_t4 import catalog
+
+    prices = catalog.GCE_PRICES["us-west2"]
+    one = run_stack("gce-t4", "spot=true").outputs["cost_per_hour_usd"]
+    two = run_stack("gce-t4", "spot=true", "tensorParallelSize=2").outputs["cost_per_hour_usd"]
+    more = (prices["machine:n1-standard-4:spot"].usd_per_hour - prices["machine:n1-standard-2:spot"].usd_per_hour
+            + prices["gpu:nvidia-tesla-t4:spot"].usd_per_hour)
+    assert two == pytest.approx(one + more, abs=1e-4)
+
+
 def test_idle_stop_enables_and_starts_the_timer_and_tells_the_guest(run_stack):
     plan = run_stack("gce-t4", "idleStopMinutes=30")
     enable = next(c for c in _runcmd(plan) if c[:2] == ["systemctl", "enable"])

@@ -57,6 +57,19 @@ def test_stop_waits_for_terminated_and_names_what_keeps_billing(compute):
     assert any("not its machine or GPU" in note for note in result.notes)
 
 
+def test_a_spot_vm_is_priced_at_the_spot_list_prices(compute):
+    """The recorded VM as a Spot VM: scheduling.provisioningModel SPOT (Compute Engine API, Scheduling:
+    "SPOT" or "STANDARD"), with preemptible and no automatic restart, as the component creates it."""
+    where = compute.add_vm("RUNNING")
+    compute.instances[where["instance"]]["scheduling"].update(
+        {"provisioningModel": "SPOT", "preemptible": True, "automaticRestart": False})
+    result = lifecycle.stop(lifecycle.Compute(compute.url), _vm(where), interval_s=0.01)
+    spot = (PRICES[catalog.spot_item("machine:n1-standard-2")].usd_per_hour
+            + PRICES[catalog.spot_item("gpu:nvidia-tesla-t4")].usd_per_hour)
+    assert result.running_usd_per_hour == round(spot, 4) < RUNNING_PER_HOUR
+    assert result.stopped_usd_per_month == DISKS_PER_MONTH, "the disks bill the same on a Spot VM"
+
+
 def test_stopping_a_stopped_vm_sends_no_stop(compute):
     where = compute.add_vm("TERMINATED")
     result = lifecycle.stop(lifecycle.Compute(compute.url), _vm(where), interval_s=0.01)

@@ -35,8 +35,8 @@ from gemma4_t4.mcp.server import CHANGES_STATE, COSTS_MONEY
 
 pytestmark = [pytest.mark.cli, pytest.mark.standin]
 
-TOOLS = {"plan", "cost", "preflight", "fit", "status", "wait", "query", "logs", "bench", "bench_compare", "stop",
-         "start"}
+TOOLS = {"plan", "cost", "zones", "preflight", "fit", "status", "wait", "query", "logs", "bench", "bench_compare",
+         "stop", "start"}
 # What each tool changes, held here apart from the server's table: stop ends serving, start bills,
 # bench loads the server and writes files, bench_compare writes charts. The rest only read.
 CHANGES = {"bench", "bench_compare", "stop", "start"}
@@ -255,6 +255,16 @@ def test_plan_and_cost_are_the_clis(tmp_path):
     assert gce.error.endswith(cli_message("preflight", "gce-t4", "--project", "my-project"))
     assert "gcloud auth application-default login" in gce.error
     assert "no AWS credentials" in sagemaker.error
+
+
+def test_zones_is_the_clis():
+    async def main():
+        async with session() as client:
+            return await call(client, "zones"), await call(client, "zones", cloud="sagemaker")
+
+    both, sagemaker = anyio.run(main)
+    assert both.data == cli_json("zones", "--json")
+    assert sagemaker.data == cli_json("zones", "--cloud", "sagemaker", "--json")
 
 
 def test_stop_and_start_act_on_the_stacks_own_vm_against_recorded_compute_engine_responses(fake_pulumi):

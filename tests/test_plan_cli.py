@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import pytest
@@ -96,3 +97,48 @@ def test_defaults_come_from_pulumi_yaml_only(tmp_path):
     (tmp_path / "Pulumi.yaml").write_text(yaml.safe_dump({"config": {"a": {"type": "integer", "default": 3}}}))
     (tmp_path / "Pulumi.s.yaml").write_text(yaml.safe_dump({"config": {"gcp:project": "p"}}))
     assert plan_mod.load_stack_config("s", repo=tmp_path) == {"gemma4-t4:a": 3, "gcp:project": "p"}
+
+
+def _json(command: str, stack: str, *config: str) -> dict:
+    args = [a for c in config for a in ("--config", c)]
+    result = run([sys.executable, "-m", "gemma4_t4", command, stack, "--json", *args], cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(("stack", "config"), [
+    ("gce-t4", ("gemma4-t4:spot=true",)),
+    ("sagemaker-t4", ("gemma4-t4:maxInstanceCount=3",)),
+    ("gce-t4", ("gemma4-t4:zone=europe-west4-a",)),
+    ("sagemaker-t4", ("aws:region=eu-west-1",)),
+], ids=["spot", "autoscaling", "gce-europe", "sagemaker-europe"])
+def test_cost_shows_what_plan_shows(stack, config):
+    planned, costed = _json("plan", stack, *config), _json("cost", stack, *config)
+    assert costed["running_usd_per_hour"] == planned["running_usd_per_hour"]
+    assert costed["running_usd_per_hour_range"] == planned["running_usd_per_hour_range"]
+
+
+def test_spot_is_cheaper_in_cost_and_plan_alike():
+    on_demand, spot = _json("cost", "gce-t4"), _json("cost", "gce-t4", "gemma4-t4:spot=true")
+    assert spot["running_usd_per_hour"] < on_demand["running_usd_per_hour"]
+    assert any("Spot" in note for note in spot["notes"]) and not any("Spot" in n for n in on_demand["notes"])
+
+
+def test_cost_prints_the_autoscaling_range_plan_prints():
+    config = ("--config", "gemma4-t4:maxInstanceCount=3")
+    planned = run([sys.executable, "-m", "gemma4_t4", "plan", "sagemaker-t4", *config], cwd=REPO).stdout
+    costed = run([sys.executable, "-m", "gemma4_t4", "cost", "sagemaker-t4", *config], cwd=REPO,
+                 env={**os.environ, "COLUMNS": "200"}).stdout
+    low, high = _json("cost", "sagemaker-t4", "gemma4-t4:maxInstanceCount=3")["running_usd_per_hour_range"]
+    assert low < high
+    shown = f"${low:.4f}/h to ${high:.4f}/h, fewest to most instances"
+    assert shown in planned and shown in costed
+
+
+def test_outside_the_us_the_machine_is_priced_and_the_unknown_disks_leave_the_total_unknown():
+    from gemma4_t4 import catalog
+
+    assert "gpu:nvidia-tesla-t4" in catalog.GCE_PRICES["europe-west4"], "the T4 has a list price there"
+    costed = _json("cost", "gce-t4", "gemma4-t4:zone=europe-west4-a")
+    assert costed["running_usd_per_hour"] is None and costed["running_usd_per_hour_range"] is None
+    assert all(disk["usd_per_month"] is None for disk in costed["disks"])

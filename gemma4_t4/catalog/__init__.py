@@ -77,6 +77,7 @@ from .gce import (
     GCE_MACHINE_RAM_BYTES,
     GCE_MAX_LABELS,
     GCE_MAX_RUN_DURATION_HOURS,
+    GCE_PRICE_LIST,
     GCE_PRICES,
     GCE_T4_ZONES,
     GPU_MACHINE_FAMILY,
@@ -90,6 +91,7 @@ from .gce import (
     MachineShape,
     n1_standard_for,
     region_of,
+    spot_item,
 )
 from .gpus import GIB, NO_BFLOAT16_GPUS, T4_CARD_MIB, TENSOR_PARALLEL_SIZES, TESLA_T4, Gpu, heads_per_rank
 from .models import MODELS, Model, find_model
@@ -123,6 +125,7 @@ __all__ = [
     "GCE_MAX_LABELS",
     "GCE_MAX_RUN_DURATION_HOURS",
     "GCE_PRICES",
+    "GCE_PRICE_LIST",
     "GCE_T4_ZONES",
     "GCE_VLLM_RELEASED",
     "GCE_VLLM_VERSIONS",
@@ -189,6 +192,7 @@ __all__ = [
     "region_of",
     "sagemaker_scalable_resource_id",
     "sagemaker_t4_instance_for",
+    "spot_item",
     "startup_health_check_window_s",
     "vllm",
 ]

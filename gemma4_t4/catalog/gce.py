@@ -125,38 +125,83 @@ GCE_LABEL_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
 GCE_MAX_RUN_DURATION_HOURS = 120 * 24
 
 
-# --- prices --------------------------------------------------------------------------------------
+# --- prices ---------------------------------------------------------------------------------------
 
-_LIST = ("GCP list price, on demand, {region} (cloud.google.com/compute/all-pricing, transcribed 2026-12-02 "
-         "without a live read)")
+# The recorded public price list: SkyPilot's GCP catalog, which its fetcher builds from Google's Cloud Billing
+# Catalog SKUs (on demand, and the Spot SKUs as SpotPrice), as the file stood at one commit. Read 2026-12-05
+# through its stored copy (this machine cannot reach the live pricing pages).
+GCE_PRICE_LIST = ("SkyPilot GCP catalog, github.com/skypilot-org/skypilot-catalog catalogs/v7/gcp/vms.csv at "
+                  "commit 017e2502fb63, read 2026-12-05")
 
+# Region -> (n1-standard-2, n1-standard-2 Spot, one T4, one T4 Spot), USD per hour: the n1-standard-2 rows and
+# the `T4,1` rows of that file, for every region of GCE_T4_ZONES (the file lists the same T4 zones, and
+# asia-east2 besides, which the zone list does not). us-central1's n1-standard-2 (0.095) and us-west2's (0.11411)
+# are what this catalog held before; us-west2's T4 was 0.35 here and is 0.42074 in the list (corrected).
+_N1_T4_HOURLY: dict[str, tuple[float, float, float, float]] = {
+    "asia-east1": (0.11, 0.02112, 0.35, 0.14),
+    "asia-northeast1": (0.12188, 0.03331, 0.37, 0.1342),
+    "asia-northeast3": (0.12188, 0.02695, 0.37, 0.148),
+    "asia-south1": (0.1141, 0.02341, 0.41, 0.1636),
+    "asia-southeast1": (0.11719, 0.02278, 0.37, 0.1195),
+    "asia-southeast2": (0.12774, 0.0242, 0.4033, 0.1266),
+    "australia-southeast1": (0.13479, 0.04246, 0.44, 0.176),
+    "europe-central2": (0.11495, 0.01798, 0.41, 0.164),
+    "europe-west1": (0.1045, 0.0329, 0.35, 0.14),
+    "europe-west2": (0.1224, 0.02546, 0.399, 0.0952),
+    "europe-west3": (0.1224, 0.03478, 0.41, 0.164),
+    "europe-west4": (0.10458, 0.03891, 0.3675, 0.14),
+    "me-west1": (0.1045, 0.01869, 0.385, 0.0804),
+    "northamerica-northeast1": (0.10458, 0.03136, 0.38538, 0.154),
+    "southamerica-east1": (0.1508, 0.01977, 0.48, 0.192),
+    "us-central1": (0.095, 0.02408, 0.35, 0.14),
+    "us-east1": (0.095, 0.02408, 0.35, 0.14),
+    "us-east4": (0.10699, 0.0226, 0.37, 0.1123),
+    "us-west1": (0.095, 0.02408, 0.35, 0.14),
+    "us-west2": (0.11411, 0.03511, 0.42074, 0.164),
+    "us-west3": (0.11411, 0.03306, 0.42074, 0.164),
+    "us-west4": (0.10699, 0.02577, 0.37, 0.1258),
+}
+
+# Persistent disks, USD per GB-month (cloud.google.com/compute/all-pricing, transcribed 2026-12-02 without a live
+# read): (pd-ssd, pd-balanced, pd-standard). The price list above has no disks, and no other recorded source gives
+# them per region: every other region's disks stay unknown, and so does its cost while serving (not a guess).
+_DISKS_GB_MONTH = {"us-central1": (0.17, 0.10, 0.04), "us-west2": (0.204, 0.12, 0.048)}
+_DISK_SOURCE = ("GCP list price, on demand, {region} (cloud.google.com/compute/all-pricing, transcribed 2026-12-02 "
+                "without a live read)")
 
 # N1 predefined types bill per vCPU and per GB at the region's rates, and every n1-standard has
 # 3.75 GB per vCPU: n1-standard-N costs N/2 x n1-standard-2 (the shapes tensorParallelSize picks).
 _SCALED = "{base}; n1-standard-{n} = {n}/2 x n1-standard-2 (N1 bills per vCPU and GB)"
+SPOT = ":spot"  # the suffix of an item's Spot price: "gpu:nvidia-tesla-t4:spot"
 
 
-def _region_prices(region: str, machine: float, t4: float, pd_ssd: float, pd_balanced: float,
-                   pd_standard: float) -> dict[str, Price]:
-    source = _LIST.format(region=region)
-    return {
-        "machine:n1-standard-2": Price(machine, source),
-        **{f"machine:n1-standard-{n}": Price(round(machine * n / 2, 4), _SCALED.format(base=source, n=n))
-           for n in (4, 8)},
-        "gpu:nvidia-tesla-t4": Price(t4, source),
-        "disk:pd-ssd:gb-month": Price(pd_ssd, source),
-        "disk:pd-balanced:gb-month": Price(pd_balanced, source),
-        "disk:pd-standard:gb-month": Price(pd_standard, source),
-        "ip:external-in-use": Price(0.005, "GCP list price, external IPv4 in use, all regions, 2026"),
-    }
+def spot_item(item: str) -> str:
+    """The catalog key of ITEM's Spot price (a Spot VM bills its machine and GPUs at the Spot SKUs)."""
+    return item + SPOT
+
+
+def _region_prices(region: str) -> dict[str, Price]:
+    machine, machine_spot, t4, t4_spot = _N1_T4_HOURLY[region]
+    source = f"{GCE_PRICE_LIST}, {region}"
+    prices = {"ip:external-in-use": Price(0.005, "GCP list price, external IPv4 in use, all regions, 2026")}
+    for suffix, hourly, kind in (("", machine, "on demand"), (SPOT, machine_spot, "Spot")):
+        base = f"{source}, {kind}"
+        prices[f"machine:n1-standard-2{suffix}"] = Price(hourly, base)
+        for n in (4, 8):
+            prices[f"machine:n1-standard-{n}{suffix}"] = Price(round(hourly * n / 2, 5),
+                                                              _SCALED.format(base=base, n=n))
+    prices["gpu:nvidia-tesla-t4"] = Price(t4, f"{source}, on demand")
+    prices[spot_item("gpu:nvidia-tesla-t4")] = Price(t4_spot, f"{source}, Spot")
+    if region in _DISKS_GB_MONTH:
+        disk_source = _DISK_SOURCE.format(region=region)
+        for disk, gb_month in zip(("pd-ssd", "pd-balanced", "pd-standard"), _DISKS_GB_MONTH[region], strict=True):
+            prices[f"disk:{disk}:gb-month"] = Price(gb_month, disk_source)
+    return prices
 
 
 # Region -> item -> price. Estimates for planning: the billing report is the truth. A region or
-# shape not listed gets no cost estimate (the plan says so) rather than another region's price.
-GCE_PRICES: dict[str, dict[str, Price]] = {
-    "us-central1": _region_prices("us-central1", 0.0950, 0.35, 0.17, 0.10, 0.04),
-    "us-west2": _region_prices("us-west2", 0.1141, 0.35, 0.204, 0.12, 0.048),
-}
+# item not listed has no price (cost and plan say unknown) rather than another region's price.
+GCE_PRICES: dict[str, dict[str, Price]] = {region: _region_prices(region) for region in sorted(_N1_T4_HOURLY)}
 
 
 def region_of(zone: str) -> str:

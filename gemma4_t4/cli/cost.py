@@ -10,6 +10,7 @@ from dataclasses import asdict
 from rich.table import Table
 
 from .. import clouds
+from ..core.cost import CostEstimate
 from .output import EXIT_OK, EXIT_USAGE, add_stack, busy, console, fail, print_json
 from .plan import add_config_options
 
@@ -45,6 +46,14 @@ def _usd(value: float | None, unit: str) -> str:
     return "-" if value is None else f"${value:,.4f}/{unit}" if unit == "h" else f"${value:,.2f}/{unit}"
 
 
+def _serving(result: CostEstimate) -> str:
+    """Per hour while serving; an autoscaled endpoint's range as `plan` shows it."""
+    span = result.running_usd_per_hour_range
+    if span is None or span[0] == span[1]:
+        return _usd(result.running_usd_per_hour, "h")
+    return f"{_usd(span[0], 'h')} to {_usd(span[1], 'h')}, fewest to most instances"
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         with busy(f"running stack {args.stack}'s program offline"):
@@ -55,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(asdict(result))
         return EXIT_OK
     table = Table("", "USD", title=f"stack {result.stack} ({result.cloud})", title_justify="left")
-    table.add_row("serving", _usd(result.running_usd_per_hour, "h"))
+    table.add_row("serving", _serving(result))
     table.add_row("stopped", _usd(result.stopped_usd_per_month, "month") if result.stoppable else "cannot stop")
     table.add_row("after pulumi destroy", _usd(result.after_destroy_usd_per_month, "month"))
     for item in result.extras:
@@ -64,9 +73,11 @@ def run(args: argparse.Namespace) -> int:
     for disk in result.disks:
         console.print(f"  {disk.name}: {disk.type} {disk.size_gb} GB, {_usd(disk.usd_per_month, 'month')}",
                       markup=False)
-    if None in (result.running_usd_per_hour, result.after_destroy_usd_per_month, result.stopped_usd_per_month) \
+    stopped = (result.stopped_usd_per_month,) if result.stoppable else ()
+    if None in (result.running_usd_per_hour, result.after_destroy_usd_per_month, *stopped) \
             or any(d.usd_per_month is None for d in result.disks):
-        console.print("-: the catalog has no list price here: unknown, not free (the disks still bill)", markup=False)
+        console.print("-: the catalog has no list price here: unknown, not free"
+                      + (" (the disks still bill)" if result.disks else ""), markup=False)
     for note in result.notes:
         console.print(note, markup=False)
     return EXIT_OK

@@ -5,6 +5,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "preflight": ("gemma4-t4 preflight gce-t4", "gemma4-t4 preflight -s gce-t4 --all-regions",
                   "gemma4-t4 preflight sagemaker-t4 --all-regions --regions us-east-1,us-west-2"),
     "cost": ("gemma4-t4 cost gce-t4", "gemma4-t4 cost -s sagemaker-t4 --json"),
+    "zones": ("gemma4-t4 zones", "gemma4-t4 zones --cloud gce --json"),
     "fit": ("gemma4-t4 fit", "gemma4-t4 fit --strict --json"),
     "status": ("gemma4-t4 status -s gce-t4", "gemma4-t4 status --url http://127.0.0.1:8000/v1 --json",
                "gemma4-t4 status --endpoint gemma4-t4-endpoint --region us-east-1"),

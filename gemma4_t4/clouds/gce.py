@@ -11,7 +11,7 @@ from ..components.config import GceT4ServerSettings, gce_name
 from ..core import capacity, lifecycle, preflight
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate
-from ..core.plan import MOCK_GCP_PROJECT, Invoke, Plan, ProviderInvokeError
+from ..core.plan import MOCK_GCP_PROJECT, Invoke, Plan, ProviderInvokeError, is_spot
 from ..core.preflight import Check, Needs
 from ..core.targets import GceTarget, Target
 from .base import Cloud, Place
@@ -120,6 +120,9 @@ class Gce(Cloud):
                            for d in plan.find(DISK)]
         estimate.stoppable = True
         estimate.stopped_usd_per_month = lifecycle.total_usd_per_month(estimate.disks)
+        if is_spot(plan):
+            estimate.notes.append("a Spot VM: machine and GPU at the Spot list prices (GCE may preempt it at any "
+                                  "time; the disks and the address bill at the usual prices)")
         estimate.notes.append("`gemma4-t4 stop --stack STACK` ends the machine and GPU bills and keeps both disks; "
                               "`pulumi destroy` deletes the VM and its boot disk (after_destroy: what still bills)")
 

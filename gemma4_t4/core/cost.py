@@ -25,6 +25,9 @@ class CostEstimate:
     cloud: str
     running_usd_per_hour: float | None  # the stack's cost_per_hour_usd output
     after_destroy_usd_per_month: float | None  # the stack's billing_after_destroy_usd_per_month output
+    # [fewest, most] instances' $/h, as `plan --json` names it: an autoscaled endpoint's range
+    # (cost_per_hour_usd_max), else the one price twice; None without a price.
+    running_usd_per_hour_range: list[float] | None = None
     stoppable: bool = False  # whether the stack has a stopped state (a VM), filled in by its cloud
     stopped_usd_per_month: float | None = None  # None: no stopped state, or no catalog price
     disks: list[DiskBill] = field(default_factory=list)
@@ -34,5 +37,6 @@ class CostEstimate:
     @classmethod
     def from_outputs(cls, stack: str, outputs: dict[str, Any]) -> CostEstimate:
         """What the contract's outputs say; the stack's cloud adds the rest (gemma4_t4.clouds)."""
-        return cls(stack, outputs.get("cloud", ""), outputs.get("cost_per_hour_usd"),
-                   outputs.get("billing_after_destroy_usd_per_month"))
+        low = outputs.get("cost_per_hour_usd")
+        return cls(stack, outputs.get("cloud", ""), low, outputs.get("billing_after_destroy_usd_per_month"),
+                   None if low is None else [low, outputs.get("cost_per_hour_usd_max") or low])

@@ -142,9 +142,12 @@ def disk_bills(compute: Compute, vm: Vm, instance: Any) -> list[DiskBill]:
 
 
 def running_usd_per_hour(instance: Any, zone: str) -> float | None:
-    """Machine and GPUs at catalog list prices; None if the catalog lacks one of them."""
-    keys = [(f"machine:{_last(instance.machine_type)}", 1)]
-    keys += [(f"gpu:{_last(a.accelerator_type)}", a.accelerator_count) for a in instance.guest_accelerators]
+    """Machine and GPUs at catalog list prices (a Spot VM's at the Spot prices); None if the catalog lacks one."""
+    # Scheduling.provisioning_model: "SPOT" or "STANDARD" (Compute Engine API, instances resource).
+    spot = getattr(getattr(instance, "scheduling", None), "provisioning_model", "") == "SPOT"
+    billed = catalog.spot_item if spot else str
+    keys = [(billed(f"machine:{_last(instance.machine_type)}"), 1)]
+    keys += [(billed(f"gpu:{_last(a.accelerator_type)}"), a.accelerator_count) for a in instance.guest_accelerators]
     prices = [(_price(zone, key), count) for key, count in keys]
     if any(price is None for price, _ in prices):
         return None

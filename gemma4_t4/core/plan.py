@@ -28,6 +28,7 @@ import grpc
 import yaml
 
 from ..errors import PROJECT, ConfigError, UsageError
+from .cost import CostEstimate
 
 PACKAGE_DIR = Path(__file__).parent.parent
 
@@ -437,22 +438,28 @@ def _short(value: Any) -> str:
 
 
 def cost_range(plan: Plan) -> list[float] | None:
-    """[fewest, most] $/h: an autoscaled endpoint's range (cost_per_hour_usd_max), else one price twice."""
-    low = plan.outputs.get("cost_per_hour_usd")
-    if low is None:
-        return None
-    return [low, plan.outputs.get("cost_per_hour_usd_max") or low]
+    """[fewest, most] $/h: an autoscaled endpoint's range (cost_per_hour_usd_max), else one price twice
+    (the same figures `gemma4-t4 cost` shows: CostEstimate.from_outputs)."""
+    return CostEstimate.from_outputs(plan.stack, plan.outputs).running_usd_per_hour_range
+
+
+def is_spot(plan: Plan) -> bool:
+    """Whether the stack's VM is a Spot VM (its cost is at the Spot prices)."""
+    return any((r.inputs.get("scheduling") or {}).get("provisioningModel") == "SPOT"
+               for r in plan.find("gcp:compute/instance:Instance"))
 
 
 def cost_line(plan: Plan) -> str | None:
     span = cost_range(plan)
     if span is None:
         if "cost_per_hour_usd" in plan.outputs:  # the stack says it, and the catalog has no price: unknown, not $0
-            return "estimated cost while running: unknown (the catalog has no list price for this region)"
+            return ("estimated cost while running: unknown (the catalog lacks a list price here; "
+                    "`gemma4-t4 cost` shows which)")
         return None
     low, high = span
     shown = f"${low:.4f}/h" if low == high else f"${low:.4f}/h to ${high:.4f}/h, fewest to most instances"
-    return f"estimated cost while running: {shown} (catalog list prices; the bill is the truth)"
+    prices = "catalog Spot list prices" if is_spot(plan) else "catalog list prices"
+    return f"estimated cost while running: {shown} ({prices}; the bill is the truth)"
 
 
 def memory_line(plan: Plan) -> str | None:

@@ -32,7 +32,7 @@ from typing_extensions import TypedDict
 
 from .. import __version__, catalog, clouds
 from ..core import bench as core_bench
-from ..core import charts, failures, fit, lifecycle, ops, preflight
+from ..core import charts, failures, fit, lifecycle, offers, ops, preflight
 from ..core import cost as cost_core
 from ..core.ops import SCHEMA_VERSION
 from ..core.targets import Target, TargetError
@@ -74,6 +74,7 @@ class Effect:
 EFFECTS: dict[str, Effect] = {
     "plan": Effect(open_world=False),
     "cost": Effect(open_world=False),
+    "zones": Effect(open_world=False),
     "preflight": Effect(),
     "fit": Effect(open_world=False),
     "status": Effect(),
@@ -165,6 +166,11 @@ class WaitResult(ops.WaitResult):
 
 @dataclasses.dataclass
 class CostResult(cost_core.CostEstimate):
+    schema_version: int = SCHEMA_VERSION
+
+
+@dataclasses.dataclass(frozen=True)
+class ZonesResult(offers.Offers):
     schema_version: int = SCHEMA_VERSION
 
 
@@ -279,6 +285,14 @@ class Server:
             stopped (GCE: the disks), per month after `pulumi destroy`."""
             return versioned(CostResult, await _in_thread(
                 lambda: clouds.estimate(scope.stack_name(stack), config or [], server.project_dir)))
+
+        @tool("zones")
+        async def zones(cloud: Annotated[Literal["gce", "sagemaker"] | None,
+                                         Field(description="only this cloud (default: both)")] = None) -> ZonesResult:
+            """Where a Tesla T4 can be had and its hourly list price, cheapest first, from the catalog (no cloud
+            asked): each GCE zone selling T4s (n1-standard-2 + one T4, on demand and Spot; disks on top) and each
+            SageMaker region with a recorded ml.g4dn.xlarge price. A null price is unknown, not free."""
+            return versioned(ZonesResult, offers.Offers(offers.t4_offers(cloud)))
 
         @tool("preflight")
         async def preflight_(stack: Stack, config: Overrides | None = None,
