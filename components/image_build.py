@@ -12,6 +12,7 @@ the next `up` adopts it (import) with its images, so a kept image is reused inst
 """
 
 import hashlib
+import json
 import shlex
 import sys
 from importlib.resources.abc import Traversable
@@ -26,7 +27,7 @@ from gemma4_t4.errors import ConfigError, Set
 
 from . import guest
 from . import provider_answers as answers
-from .aws_iam import service_role
+from .aws_iam import account_of, codebuild_trust, service_role
 from .base import provider_for, refusals, type_token, with_alias
 from .config.schema import AWS_REGION, ImageBuilder
 
@@ -178,6 +179,9 @@ class TuringImage(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep_images, import_=adopt),
         )
+        # Images without a tag (a push cut short) expire; the tagged image the endpoint serves never does.
+        aws.ecr.LifecyclePolicy(f"{name}-repo-lifecycle", repository=repository.name, policy=json.dumps(
+            untagged_expiry_policy()), opts=pulumi.ResourceOptions(parent=self))
         build_environment = pulumi.Output.from_input(args.get("build_environment") or {})
         if builder == ImageBuilder.CODEBUILD:
             self.build = self._codebuild(name, tag, base_image, region, repository, tags, after, build_environment)
@@ -210,6 +214,8 @@ class TuringImage(pulumi.ComponentResource):
         aws.s3.BucketPublicAccessBlock(f"{name}-context-private", bucket=bucket.id, block_public_acls=True,
                                        block_public_policy=True, ignore_public_acls=True,
                                        restrict_public_buckets=True, opts=child)
+        aws.s3.BucketPolicy(f"{name}-context-tls-only", bucket=bucket.id,
+                            policy=bucket.arn.apply(lambda arn: json.dumps(tls_only_policy(arn))), opts=child)
         aws.s3.BucketServerSideEncryptionConfiguration(
             f"{name}-context-encryption", bucket=bucket.id,
             rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
@@ -241,7 +247,7 @@ class TuringImage(pulumi.ComponentResource):
              "Action": ["ecr:BatchCheckLayerAvailability", "ecr:InitiateLayerUpload", "ecr:UploadLayerPart",
                         "ecr:CompleteLayerUpload", "ecr:PutImage", "ecr:BatchGetImage", "ecr:DescribeImages"],
              "Resource": repository.arn},
-        ], tags, self)
+        ], tags, self, codebuild_trust(region, account_of(repository.arn), f"{name}-build*"))
         project = aws.codebuild.Project(
             f"{name}-build",
             service_role=role.arn,
@@ -280,6 +286,22 @@ class TuringImage(pulumi.ComponentResource):
             # The policy too: a build started before its permissions exist fails with AccessDenied.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[project, context, role_policy, *after]),
         )
+
+
+def untagged_expiry_policy() -> dict:
+    """The repository's lifecycle: an image without a tag expires after a day; a rule that selects tagStatus
+    untagged never touches a tagged image (the one the endpoint serves by digest has its immutable tag)."""
+    return {"rules": [{"rulePriority": 1, "description": "Expire untagged images",
+                       "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed", "countUnit": "days",
+                                     "countNumber": catalog.ECR_UNTAGGED_EXPIRY_DAYS},
+                       "action": {"type": "expire"}}]}
+
+
+def tls_only_policy(bucket_arn: str) -> dict:
+    """The build context bucket refuses every request not made over TLS, from anyone."""
+    return {"Version": "2012-10-17", "Statement": [{
+        "Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+        "Resource": [bucket_arn, f"{bucket_arn}/*"], "Condition": catalog.S3_INSECURE_TRANSPORT}]}
 
 
 def default_prefix(name: str) -> str:

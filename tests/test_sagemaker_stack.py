@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
@@ -68,13 +69,69 @@ def test_execution_role_can_only_pull_this_repository_and_write_endpoint_logs(ru
     assert set(statements) == {"EcrLogin", "PullImage", "EndpointLogs", "Metrics"}
     assert statements["PullImage"]["Resource"] == plan.one("aws:ecr/repository:Repository").state["arn"]
     # The groups of the names the stack gives its endpoints (sagemaker-t4-endpoint- and 8 hex digits), no other.
-    group = "arn:aws:logs:us-east-2:*:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint-????????"
+    group = "arn:aws:logs:us-east-2:123456789012:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint-????????"
     assert statements["EndpointLogs"]["Resource"] == [group, f"{group}:*"], "the endpoint's own groups, no other"
+    # IAM's ? and * as fnmatch reads them: the group the stack makes (and its streams) match, another does not.
+    made = plan.one(LOG_GROUP, "gemma4-t4-endpoint-logs").inputs["name"]
+    own = f"arn:aws:logs:us-east-2:123456789012:log-group:{made}"
+    assert fnmatch.fnmatchcase(own, group) and fnmatch.fnmatchcase(f"{own}:log-stream:AllTraffic/i-0", f"{group}:*")
+    other = "arn:aws:logs:us-east-2:123456789012:log-group:/aws/sagemaker/Endpoints/someone-elses-endpoint"
+    assert not any(fnmatch.fnmatchcase(other, r) or fnmatch.fnmatchcase(f"{other}:x", r)
+                   for r in statements["EndpointLogs"]["Resource"])
     actions = [a for s in statements.values() for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
     assert not any(a.startswith(("sagemaker:", "s3:", "iam:")) or a.endswith("*") for a in actions)
     assert not plan.find("aws:iam/rolePolicyAttachment:RolePolicyAttachment"), "no managed policy (FullAccess)"
     trust = json.loads(plan.find("aws:iam/role:Role", "gemma4-t4-execution")[0].inputs["assumeRolePolicy"])
     assert trust["Statement"][0]["Principal"] == {"Service": "sagemaker.amazonaws.com"}
+
+
+ROLE = "aws:iam/role:Role"
+ACCOUNT = "123456789012"  # the account in the plan's mock ARNs (core.plan.MOCK_ACCOUNT)
+
+
+def _trusts(plan) -> dict[str, dict]:
+    """Each role's one trust statement, by the service it trusts."""
+    found = {}
+    for role in plan.find(ROLE):
+        (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+        assert statement["Action"] == "sts:AssumeRole" and statement["Effect"] == "Allow"
+        found[statement["Principal"]["Service"]] = statement
+    return found
+
+
+def test_every_role_trusts_its_service_only_for_this_accounts_resources(run_stack):
+    """Against the cross-service confused deputy, each as the service's own page documents it (catalog)."""
+    plan = run_stack("sagemaker-t4", "endpointTtl=8h")
+    trusts = _trusts(plan)
+    assert set(trusts) == {"sagemaker.amazonaws.com", "codebuild.amazonaws.com", "scheduler.amazonaws.com"}
+    assert len(plan.find(ROLE)) == 3, "one role per service, each with its condition"
+    # SageMaker inference: only the ARN pattern its page gives (no SourceAccount, nothing narrower).
+    assert trusts["sagemaker.amazonaws.com"]["Condition"] == {
+        "ArnLike": {"aws:SourceArn": f"arn:aws:sagemaker:us-east-2:{ACCOUNT}:*"}}
+    # CodeBuild: this account, and this stack's build project (auto-named after the role: a pattern that the
+    # project's name as the provider makes it matches).
+    codebuild = trusts["codebuild.amazonaws.com"]["Condition"]
+    assert codebuild["StringEquals"] == {"aws:SourceAccount": ACCOUNT}
+    pattern = codebuild["ArnLike"]["aws:SourceArn"]
+    assert pattern == f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/gemma4-t4-image-build*"
+    project = plan.one("aws:codebuild/project:Project").state["name"]
+    assert fnmatch.fnmatchcase(f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/{project}", pattern)
+    assert not fnmatch.fnmatchcase(f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/other-build", pattern)
+    # Scheduler: this account and the schedule group the stack's schedules are in (they name none: default).
+    assert trusts["scheduler.amazonaws.com"]["Condition"] == {"StringEquals": {
+        "aws:SourceAccount": ACCOUNT, "aws:SourceArn": f"arn:aws:scheduler:us-east-2:{ACCOUNT}:schedule-group/default"}}
+    assert all("groupName" not in s.inputs for s in plan.find("aws:scheduler/schedule:Schedule"))
+
+
+def test_the_roles_conditions_name_the_account_the_provider_makes_the_resources_in(run_stack):
+    """The account is read from the stack's own repository, so it is the provider's, whichever account that is."""
+    plan = run_stack("sagemaker-t4", "endpointTtl=8h", "aws:region=eu-west-1")
+    repository = plan.one("aws:ecr/repository:Repository").state["arn"]
+    assert repository.split(":")[4] == ACCOUNT
+    conditions = json.dumps([t["Condition"] for t in _trusts(plan).values()])
+    assert conditions.count(ACCOUNT) == 5 and "*:" not in conditions.replace(":*", "")
+    ttl = _policy(plan, "gemma4-t4-ttl-policy")["Statement"][0]
+    assert ttl["Resource"].startswith(f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:endpoint/"), "no account wildcard"
 
 
 def test_build_role_reads_the_context_pulls_the_base_and_pushes_only_our_repository(run_stack):
@@ -103,6 +160,30 @@ def test_source_bucket_is_private_and_encrypted(run_stack):
     sse = plan.one("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")
     assert sse.inputs["rules"] == [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}]
     assert plan.one("aws:s3/bucket:Bucket").inputs["forceDestroy"] is True
+
+
+def test_source_bucket_refuses_every_request_not_made_over_tls(run_stack):
+    plan = run_stack("sagemaker-t4")
+    bucket = plan.one("aws:s3/bucket:Bucket").state
+    tls = plan.one("aws:s3/bucketPolicy:BucketPolicy")
+    assert tls.inputs["bucket"] == bucket["bucket"]
+    (statement,) = json.loads(tls.inputs["policy"])["Statement"]
+    assert statement == {"Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+                         "Resource": [bucket["arn"], bucket["arn"] + "/*"],
+                         "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+
+
+@pytest.mark.parametrize("overrides", [(), ("keepImages=true",), ("imageBuilder=local",)])
+def test_untagged_images_expire_and_no_rule_selects_a_tagged_one(run_stack, overrides):
+    """Whoever builds, kept or not: the image the endpoint serves has its (immutable) tag, so it never expires."""
+    plan = run_stack("sagemaker-t4", *overrides)
+    repository = plan.one("aws:ecr/repository:Repository")
+    lifecycle = plan.one("aws:ecr/lifecyclePolicy:LifecyclePolicy")
+    assert lifecycle.inputs["repository"] == repository.state["name"]
+    (rule,) = json.loads(lifecycle.inputs["policy"])["rules"]
+    assert rule["selection"] == {"tagStatus": "untagged", "countType": "sinceImagePushed", "countUnit": "days",
+                                 "countNumber": 1} and rule["action"] == {"type": "expire"}
+    assert repository.inputs["imageTagMutability"] == "IMMUTABLE"
 
 
 def test_repository_scans_on_push_has_immutable_tags_and_goes_with_destroy(run_stack):
@@ -247,7 +328,7 @@ def test_an_endpoints_name_and_log_group_follow_its_configuration(run_stack, ove
                                                                                    name)
     assert plan.one(LOG_GROUP, "gemma4-t4-endpoint-logs").inputs["name"] == f"/aws/sagemaker/Endpoints/{name}"
     logs = {s["Sid"]: s for s in _policy(plan, "gemma4-t4-execution-policy")["Statement"]}["EndpointLogs"]
-    pattern = "arn:aws:logs:us-east-2:*:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint-????????"
+    pattern = "arn:aws:logs:us-east-2:123456789012:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint-????????"
     assert logs["Resource"] == [pattern, f"{pattern}:*"]
     assert sagemaker.endpoint_name("sagemaker-t4", config + "x") != name
     watch = plan.one(COMMAND, "gemma4-t4-endpoint-watch").inputs["environment"]["GEMMA4_T4_ENDPOINT_WATCH"]
