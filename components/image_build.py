@@ -132,8 +132,9 @@ def refuse_unkeeping(name: str, region: str, invoke: pulumi.InvokeOptions) -> No
         return
     raise ConfigError("keepImages", f"is false, but the kept ECR repository {name} is in the account: `pulumi up` "
                       "would leave it outside the stack, billing for its images, and build into a new one",
-                      ("keep it: ", Set("keepImages", True), ", or delete it with its images first: aws ecr "
-                       f"delete-repository --repository-name {name} --force --region {region}"))
+                      ("keep it: ", Set("keepImages", True), ", or delete it with its images first: " + shlex.join(
+                          ["aws", "ecr", "delete-repository", "--repository-name", name, "--force", "--region",
+                           region])))
 
 
 class TuringImage(pulumi.ComponentResource):

@@ -420,10 +420,10 @@ class SageMakerT4Endpoint(T4ServingComponent):
             target=pulumi.Output.all(endpoint.name, profile).apply(
                 lambda found: {"endpoint_name": found[0], "region": region,
                                **({"profile": found[1]} if found[1] else {})}),
-            connect_command=pulumi.Output.format(
-                "aws sagemaker-runtime invoke-endpoint --region {0} --endpoint-name {1} --content-type "
-                "application/json --cli-binary-format raw-in-base64-out --body '{2}' /dev/stdout",
-                region, endpoint.name, body),
+            connect_command=endpoint.name.apply(lambda found: shlex.join([
+                "aws", "sagemaker-runtime", "invoke-endpoint", "--region", region, "--endpoint-name", found,
+                "--content-type", "application/json", "--cli-binary-format", "raw-in-base64-out", "--body", body,
+                "/dev/stdout"])),
             cost_per_hour_usd=cost_per_hour_usd(settings),
             billing_after_destroy_usd_per_month=billing_after_destroy_usd_per_month(settings),
         )

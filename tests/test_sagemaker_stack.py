@@ -243,6 +243,17 @@ def test_outputs(run_stack):
                                              f"--endpoint-name {endpoint} ")
 
 
+def test_the_printed_request_is_one_shell_word_per_argument_whatever_the_served_name(run_stack):
+    """A served name with a quote in it (one word, so vLLM takes it) still gives a command the shell runs as is."""
+    plan = run_stack("sagemaker-t4", "servedModelName=team's-gemma")
+    endpoint = plan.one("aws:sagemaker/endpoint:Endpoint").state["name"]
+    argv = shlex.split(plan.outputs["connect_command"])
+    assert argv[:12] == ["aws", "sagemaker-runtime", "invoke-endpoint", "--region", "us-east-2", "--endpoint-name",
+                         endpoint, "--content-type", "application/json", "--cli-binary-format", "raw-in-base64-out",
+                         "--body"]
+    assert json.loads(argv[12])["model"] == "team's-gemma" and argv[13:] == ["/dev/stdout"]
+
+
 def test_the_target_carries_the_stacks_aws_profile_to_the_operator_tools(run_stack, monkeypatch, tmp_path):
     from gemma4_t4.core.targets import TargetError
 
