@@ -14,7 +14,6 @@ the next `up` adopts it (import) with its images, so a kept image is reused inst
 import hashlib
 import json
 import shlex
-import sys
 from importlib.resources.abc import Traversable
 from typing import Required, TypedDict
 
@@ -30,17 +29,17 @@ from . import provider_answers as answers
 from .aws_iam import account_of, codebuild_trust, service_role
 from .base import provider_for, refusals, type_token, with_alias
 from .config.schema import AWS_REGION, ImageBuilder
+from .local_step import python_step
 
 APP = "gemma4-t4"
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:aws:TuringImage"
 
-# The interpreter that runs the Pulumi program, which has this package and boto3 whatever project
-# the program lives in. Quoted for the shell pulumi-command runs `create` with. A path that differs
-# between machines re-runs the step on the next `up`; the step then finds its image already built
-# and prints the same digest, so nothing downstream changes.
-BUILD_STEP = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.codebuild_run"
-LOCAL_BUILD_STEP = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.local_build"
+# Run by the interpreter of the Pulumi program, which has this package and boto3 whatever project the program
+# lives in, named as local_step does it: the same text from every clone (a step re-run anyway finds its image
+# already built and prints the same digest, so nothing downstream changes).
+BUILD_STEP = "gemma4_t4.components.scripts.codebuild_run"
+LOCAL_BUILD_STEP = "gemma4_t4.components.scripts.local_build"
 
 CODEBUILD_IMAGE = "aws/codebuild/amazonlinux2-x86_64-standard:5.0"
 
@@ -192,7 +191,7 @@ class TuringImage(pulumi.ComponentResource):
                 "base_image": base_image, "base_digest_pin": base_digest_pin(base_image), "builder": builder.value})
             self.build = command.local.Command(
                 f"{name}-local-build",
-                create=LOCAL_BUILD_STEP,
+                create=python_step(LOCAL_BUILD_STEP),
                 environment=pulumi.Output.all(build_environment, request).apply(
                     lambda given: {"AWS_REGION": region, **given[0], "GEMMA4_T4_LOCAL_BUILD": given[1]}),
                 triggers=[tag],
@@ -280,7 +279,7 @@ class TuringImage(pulumi.ComponentResource):
             "role_name": role.name, "policy_name": role_policy.name})
         return command.local.Command(
             f"{name}-codebuild-run",
-            create=BUILD_STEP,
+            create=python_step(BUILD_STEP),
             environment=pulumi.Output.all(build_environment, request)
             .apply(lambda given: {"AWS_REGION": region, **given[0], "GEMMA4_T4_BUILD": given[1]}),
             triggers=[tag],

@@ -31,7 +31,6 @@ import hashlib
 import json
 import re
 import shlex
-import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -47,6 +46,7 @@ from .aws_iam import account_of, sagemaker_trust, scheduler_trust, service_role
 from .base import MemoryPlan, ServingArgs, T4ServingComponent, provider_for, refusals, type_token, with_alias
 from .config import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, validate
 from .image_build import TuringImage, image_tag, kept_repository_name, refuse_unkeeping
+from .local_step import python_step
 from .serving import check_serving
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
@@ -73,12 +73,12 @@ CREATE_WAIT = timedelta(seconds=catalog.SAGEMAKER_ENDPOINT_CREATE_TIMEOUT_S)
 
 VARIANT = "AllTraffic"
 # The account check before the build (gemma4_t4/clouds/aws_account_check.py), run by the interpreter of the
-# Pulumi program, like the build step.
-ACCOUNT_CHECK = f"{shlex.quote(sys.executable)} -m gemma4_t4.clouds.aws_account_check"
+# Pulumi program, like the build step (local_step.python_step: the same `create` from every clone).
+ACCOUNT_CHECK = "gemma4_t4.clouds.aws_account_check"
 ACCOUNT_CHECK_ENV = "GEMMA4_T4_ACCOUNT_CHECK"
-ENDPOINT_WATCH = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.endpoint_watch"
+ENDPOINT_WATCH = "gemma4_t4.components.scripts.endpoint_watch"
 ENDPOINT_WATCH_ENV = "GEMMA4_T4_ENDPOINT_WATCH"
-TTL_PASSED = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.ttl_passed"
+TTL_PASSED = "gemma4_t4.components.scripts.ttl_passed"
 TTL_PASSED_ENV = "GEMMA4_T4_TTL_PASSED"
 
 
@@ -441,7 +441,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
             "tag": image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image), "fleet": digest}))
         return command.local.Command(
             f"{name}-account-check",
-            create=ACCOUNT_CHECK,
+            create=python_step(ACCOUNT_CHECK),
             environment=pulumi.Output.all(environment, request).apply(
                 lambda found: {"AWS_REGION": region, **found[0], ACCOUNT_CHECK_ENV: found[1]}),
             triggers=[request],
@@ -454,7 +454,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
         given a retention, its FailureReason printed (components/scripts/endpoint_watch.py)."""
         return command.local.Command(
             f"{name}-endpoint-watch",
-            create=ENDPOINT_WATCH,
+            create=python_step(ENDPOINT_WATCH),
             environment=pulumi.Output.all(environment, config.name).apply(lambda found: {
                 "AWS_REGION": region, **found[0],
                 ENDPOINT_WATCH_ENV: json.dumps({"config_name": found[1], "name_prefix": name_prefix,
@@ -588,7 +588,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
         deletes_at = clock.stdout.apply(lambda up: (datetime.fromisoformat(up.strip().replace("Z", "+00:00")) + ttl)
                                         .strftime("%Y-%m-%dT%H:%M:%SZ"))
         passed = command.local.Command(
-            f"{name}-ttl-passed", create=TTL_PASSED,
+            f"{name}-ttl-passed", create=python_step(TTL_PASSED),
             environment=pulumi.Output.all(environment, endpoint.name, deletes_at).apply(lambda found: {
                 "AWS_REGION": region, **found[0],
                 TTL_PASSED_ENV: json.dumps({"endpoint_name": found[1], "deletes_at": found[2]})}),
