@@ -523,7 +523,7 @@ def aws_session(region: str, profile: str | None, error: type[Exception]) -> Any
         session = boto3.session.Session(profile_name=profile or None, region_name=region)
     except ProfileNotFound:
         raise error(f"the AWS profile {profile!r} (the stack's aws:profile) is not in ~/.aws/config: "
-                    + shlex.join(["aws", "configure", "--profile", profile])) from None
+                    + shlex.join(["aws", "configure", "--profile", profile or ""])) from None
     if session.get_credentials() is None:
         as_whom = f" for the profile {profile!r}" if profile else ""
         raise error(f"no AWS credentials{as_whom}: run `aws configure` or `aws sso login`, or set AWS_PROFILE")
