@@ -20,6 +20,7 @@ from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.sagemaker import World as SageMakerWorld
 from gemma4_t4.components import image_build
 from gemma4_t4.components import provider_answers as answers
+from gemma4_t4.components.local_step import python_step
 from gemma4_t4.components.scripts import codebuild_run
 from gemma4_t4.core.plan import SECRET_PLACEHOLDER
 
@@ -563,7 +564,8 @@ def test_build_step_runs_with_the_programs_interpreter_after_the_role_policy(run
     build = plan.one(COMMAND, "gemma4-t4-image-codebuild-run")
     # The interpreter running the program has the package, whatever directory the program is in; named by its
     # place in the project, so every clone records the same step.
-    assert build.inputs["create"] == '"${GEMMA4_T4_PYTHON:-.venv/bin/python}" -m gemma4_t4.components.scripts.codebuild_run'
+    # (test_no_step_records_a_path_of_this_machine: that place, as the state records it)
+    assert build.inputs["create"] == python_step("gemma4_t4.components.scripts.codebuild_run")
     assert f"{POLICY}::gemma4-t4-image-build-role-policy" in build.options["dependsOn"]
     request = json.loads(_build_env(plan)["GEMMA4_T4_BUILD"])
     policy = plan.find(POLICY, "gemma4-t4-image-build-role-policy")[0].state
@@ -574,13 +576,17 @@ def test_build_step_runs_with_the_programs_interpreter_after_the_role_policy(run
 
 
 @pytest.mark.parametrize("overrides", [("endpointTtl=8h",), ("imageBuilder=local", "endpointTtl=8h")])
-def test_no_step_records_a_path_of_this_machine(run_stack, overrides):
+def test_no_step_records_a_path_of_this_machine(run_stack, overrides, tmp_path, monkeypatch):
     """What pulumi-command keeps in the state (create, environment, triggers) is the same from any clone: an
     `up` from another machine does not run the account check, the build, the watch or the TTL check again."""
+    project = tmp_path / "project"
+    _clone(project, monkeypatch)  # the program run from a project holding its virtualenv, as Pulumi.yaml names it
     plan = run_stack("sagemaker-t4", *overrides)
     steps = plan.find(COMMAND)
     assert {s.name for s in steps} >= {"gemma4-t4-account-check", "gemma4-t4-endpoint-watch", "gemma4-t4-ttl-passed"}
-    here = {str(REPO), os.path.realpath(REPO), sys.prefix, os.path.realpath(sys.prefix), os.path.expanduser("~")}
+    here = {str(project), str(REPO), os.path.realpath(REPO), sys.base_prefix, os.path.expanduser("~")}
+    assert plan.one(COMMAND, "gemma4-t4-account-check").inputs["create"] == (
+        '"${GEMMA4_T4_PYTHON:-.venv/bin/python}" -m gemma4_t4.clouds.aws_account_check')
     for step in steps:
         recorded = json.dumps({k: step.inputs.get(k) for k in ("create", "environment", "triggers")})
         assert not any(path in recorded for path in here), f"{step.name} records {recorded}"
