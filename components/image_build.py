@@ -12,8 +12,8 @@ the next `up` adopts it (import) with its images, so a kept image is reused inst
 """
 
 import hashlib
+import json
 import shlex
-import sys
 from importlib.resources.abc import Traversable
 from typing import Required, TypedDict
 
@@ -26,20 +26,20 @@ from gemma4_t4.errors import ConfigError, Set
 
 from . import guest
 from . import provider_answers as answers
-from .aws_iam import service_role
+from .aws_iam import account_of, codebuild_trust, service_role
 from .base import provider_for, refusals, type_token, with_alias
 from .config.schema import AWS_REGION, ImageBuilder
+from .local_step import python_step
 
 APP = "gemma4-t4"
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:aws:TuringImage"
 
-# The interpreter that runs the Pulumi program, which has this package and boto3 whatever project
-# the program lives in. Quoted for the shell pulumi-command runs `create` with. A path that differs
-# between machines re-runs the step on the next `up`; the step then finds its image already built
-# and prints the same digest, so nothing downstream changes.
-BUILD_STEP = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.codebuild_run"
-LOCAL_BUILD_STEP = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.local_build"
+# Run by the interpreter of the Pulumi program, which has this package and boto3 whatever project the program
+# lives in, named as local_step does it: the same text from every clone (a step re-run anyway finds its image
+# already built and prints the same digest, so nothing downstream changes).
+BUILD_STEP = "gemma4_t4.components.scripts.codebuild_run"
+LOCAL_BUILD_STEP = "gemma4_t4.components.scripts.local_build"
 
 CODEBUILD_IMAGE = "aws/codebuild/amazonlinux2-x86_64-standard:5.0"
 
@@ -131,8 +131,9 @@ def refuse_unkeeping(name: str, region: str, invoke: pulumi.InvokeOptions) -> No
         return
     raise ConfigError("keepImages", f"is false, but the kept ECR repository {name} is in the account: `pulumi up` "
                       "would leave it outside the stack, billing for its images, and build into a new one",
-                      ("keep it: ", Set("keepImages", True), ", or delete it with its images first: aws ecr "
-                       f"delete-repository --repository-name {name} --force --region {region}"))
+                      ("keep it: ", Set("keepImages", True), ", or delete it with its images first: " + shlex.join(
+                          ["aws", "ecr", "delete-repository", "--repository-name", name, "--force", "--region",
+                           region])))
 
 
 class TuringImage(pulumi.ComponentResource):
@@ -178,6 +179,9 @@ class TuringImage(pulumi.ComponentResource):
             tags=tags,
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep_images, import_=adopt),
         )
+        # Images without a tag (a push cut short) expire; the tagged image the endpoint serves never does.
+        aws.ecr.LifecyclePolicy(f"{name}-repo-lifecycle", repository=repository.name, policy=json.dumps(
+            untagged_expiry_policy()), opts=pulumi.ResourceOptions(parent=self))
         build_environment = pulumi.Output.from_input(args.get("build_environment") or {})
         if builder == ImageBuilder.CODEBUILD:
             self.build = self._codebuild(name, tag, base_image, region, repository, tags, after, build_environment)
@@ -187,7 +191,7 @@ class TuringImage(pulumi.ComponentResource):
                 "base_image": base_image, "base_digest_pin": base_digest_pin(base_image), "builder": builder.value})
             self.build = command.local.Command(
                 f"{name}-local-build",
-                create=LOCAL_BUILD_STEP,
+                create=python_step(LOCAL_BUILD_STEP),
                 environment=pulumi.Output.all(build_environment, request).apply(
                     lambda given: {"AWS_REGION": region, **given[0], "GEMMA4_T4_LOCAL_BUILD": given[1]}),
                 triggers=[tag],
@@ -210,6 +214,8 @@ class TuringImage(pulumi.ComponentResource):
         aws.s3.BucketPublicAccessBlock(f"{name}-context-private", bucket=bucket.id, block_public_acls=True,
                                        block_public_policy=True, ignore_public_acls=True,
                                        restrict_public_buckets=True, opts=child)
+        aws.s3.BucketPolicy(f"{name}-context-tls-only", bucket=bucket.id,
+                            policy=bucket.arn.apply(lambda arn: json.dumps(tls_only_policy(arn))), opts=child)
         aws.s3.BucketServerSideEncryptionConfiguration(
             f"{name}-context-encryption", bucket=bucket.id,
             rules=[aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
@@ -241,7 +247,7 @@ class TuringImage(pulumi.ComponentResource):
              "Action": ["ecr:BatchCheckLayerAvailability", "ecr:InitiateLayerUpload", "ecr:UploadLayerPart",
                         "ecr:CompleteLayerUpload", "ecr:PutImage", "ecr:BatchGetImage", "ecr:DescribeImages"],
              "Resource": repository.arn},
-        ], tags, self)
+        ], tags, self, codebuild_trust(region, account_of(repository.arn), f"{name}-build*"))
         project = aws.codebuild.Project(
             f"{name}-build",
             service_role=role.arn,
@@ -273,13 +279,29 @@ class TuringImage(pulumi.ComponentResource):
             "role_name": role.name, "policy_name": role_policy.name})
         return command.local.Command(
             f"{name}-codebuild-run",
-            create=BUILD_STEP,
+            create=python_step(BUILD_STEP),
             environment=pulumi.Output.all(build_environment, request)
             .apply(lambda given: {"AWS_REGION": region, **given[0], "GEMMA4_T4_BUILD": given[1]}),
             triggers=[tag],
             # The policy too: a build started before its permissions exist fails with AccessDenied.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[project, context, role_policy, *after]),
         )
+
+
+def untagged_expiry_policy() -> dict:
+    """The repository's lifecycle: an image without a tag expires after a day; a rule that selects tagStatus
+    untagged never touches a tagged image (the one the endpoint serves by digest has its immutable tag)."""
+    return {"rules": [{"rulePriority": 1, "description": "Expire untagged images",
+                       "selection": {"tagStatus": "untagged", "countType": "sinceImagePushed", "countUnit": "days",
+                                     "countNumber": catalog.ECR_UNTAGGED_EXPIRY_DAYS},
+                       "action": {"type": "expire"}}]}
+
+
+def tls_only_policy(bucket_arn: str) -> dict:
+    """The build context bucket refuses every request not made over TLS, from anyone."""
+    return {"Version": "2012-10-17", "Statement": [{
+        "Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+        "Resource": [bucket_arn, f"{bucket_arn}/*"], "Condition": catalog.S3_INSECURE_TRANSPORT}]}
 
 
 def default_prefix(name: str) -> str:

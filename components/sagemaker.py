@@ -31,7 +31,6 @@ import hashlib
 import json
 import re
 import shlex
-import sys
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -43,10 +42,11 @@ import pulumi_command as command
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set
 
-from .aws_iam import service_role
+from .aws_iam import account_of, sagemaker_trust, scheduler_trust, service_role
 from .base import MemoryPlan, ServingArgs, T4ServingComponent, provider_for, refusals, type_token, with_alias
 from .config import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, validate
 from .image_build import TuringImage, image_tag, kept_repository_name, refuse_unkeeping
+from .local_step import python_step
 from .serving import check_serving
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
@@ -73,12 +73,12 @@ CREATE_WAIT = timedelta(seconds=catalog.SAGEMAKER_ENDPOINT_CREATE_TIMEOUT_S)
 
 VARIANT = "AllTraffic"
 # The account check before the build (gemma4_t4/clouds/aws_account_check.py), run by the interpreter of the
-# Pulumi program, like the build step.
-ACCOUNT_CHECK = f"{shlex.quote(sys.executable)} -m gemma4_t4.clouds.aws_account_check"
+# Pulumi program, like the build step (local_step.python_step: the same `create` from every clone).
+ACCOUNT_CHECK = "gemma4_t4.clouds.aws_account_check"
 ACCOUNT_CHECK_ENV = "GEMMA4_T4_ACCOUNT_CHECK"
-ENDPOINT_WATCH = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.endpoint_watch"
+ENDPOINT_WATCH = "gemma4_t4.components.scripts.endpoint_watch"
 ENDPOINT_WATCH_ENV = "GEMMA4_T4_ENDPOINT_WATCH"
-TTL_PASSED = f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.ttl_passed"
+TTL_PASSED = "gemma4_t4.components.scripts.ttl_passed"
 TTL_PASSED_ENV = "GEMMA4_T4_TTL_PASSED"
 
 
@@ -331,8 +331,11 @@ class SageMakerT4Endpoint(T4ServingComponent):
 
         prefix = settings.name_prefix or default_prefix(name)
         log_groups = endpoint_log_groups(prefix)
+        # The account the stack's resources are made in, as the repository's ARN names it.
+        account = account_of(image.repository_arn)
         # ARNs are written for the aws partition: a region of another is refused at preview (settings' region).
-        log_group_arn = f"arn:{catalog.AWS_PARTITION}:logs:{region}:*:log-group:{log_groups}"
+        log_group_arn = pulumi.Output.format("arn:{0}:logs:{1}:{2}:log-group:{3}", catalog.AWS_PARTITION, region,
+                                             account, log_groups)
         token_secret = self._token_secret(name, settings.hf_token, tags) if settings.hf_token is not None else None
         if settings.execution_role_arn is None:
             role, role_policy = service_role(f"{name}-execution", "sagemaker.amazonaws.com", [
@@ -344,12 +347,12 @@ class SageMakerT4Endpoint(T4ServingComponent):
                 {"Sid": "EndpointLogs", "Effect": "Allow",
                  "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
                             "logs:DescribeLogStreams"],
-                 "Resource": [log_group_arn, f"{log_group_arn}:*"]},
+                 "Resource": [log_group_arn, pulumi.Output.concat(log_group_arn, ":*")]},
                 {"Sid": "Metrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
                  "Condition": {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}}},
                 *([{"Sid": "HfToken", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
                     "Resource": token_secret[0].arn}] if token_secret else []),
-            ], tags, self)
+            ], tags, self, sagemaker_trust(region, account))
             role_arn: pulumi.Input[str] = role.arn
             model_waits_for: list[pulumi.Resource] = [image.build, role_policy]
         else:
@@ -383,7 +386,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
                              endpoint_name_start(prefix), settings.log_retention_days)
         log_group = self._endpoint_logs(name, physical_name, settings.log_retention_days, tags)
         # With a TTL, its delete schedule exists before CreateEndpoint is called (see _delete_after).
-        ttl_parts = self._ttl_before_create(name, ttl, physical_name, region, config, tags,
+        ttl_parts = self._ttl_before_create(name, ttl, physical_name, region, account, config, tags,
                                             settings.autoscaling) if ttl is not None else None
         # The stack tag lets preflight and status find this stack's endpoints (a change holds two fleets, and an
         # `up` stopped during the wait leaves one outside the state); the fleet tag says what it runs.
@@ -417,10 +420,10 @@ class SageMakerT4Endpoint(T4ServingComponent):
             target=pulumi.Output.all(endpoint.name, profile).apply(
                 lambda found: {"endpoint_name": found[0], "region": region,
                                **({"profile": found[1]} if found[1] else {})}),
-            connect_command=pulumi.Output.format(
-                "aws sagemaker-runtime invoke-endpoint --region {0} --endpoint-name {1} --content-type "
-                "application/json --cli-binary-format raw-in-base64-out --body '{2}' /dev/stdout",
-                region, endpoint.name, body),
+            connect_command=endpoint.name.apply(lambda found: shlex.join([
+                "aws", "sagemaker-runtime", "invoke-endpoint", "--region", region, "--endpoint-name", found,
+                "--content-type", "application/json", "--cli-binary-format", "raw-in-base64-out", "--body", body,
+                "/dev/stdout"])),
             cost_per_hour_usd=cost_per_hour_usd(settings),
             billing_after_destroy_usd_per_month=billing_after_destroy_usd_per_month(settings),
         )
@@ -438,7 +441,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
             "tag": image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image), "fleet": digest}))
         return command.local.Command(
             f"{name}-account-check",
-            create=ACCOUNT_CHECK,
+            create=python_step(ACCOUNT_CHECK),
             environment=pulumi.Output.all(environment, request).apply(
                 lambda found: {"AWS_REGION": region, **found[0], ACCOUNT_CHECK_ENV: found[1]}),
             triggers=[request],
@@ -451,7 +454,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
         given a retention, its FailureReason printed (components/scripts/endpoint_watch.py)."""
         return command.local.Command(
             f"{name}-endpoint-watch",
-            create=ENDPOINT_WATCH,
+            create=python_step(ENDPOINT_WATCH),
             environment=pulumi.Output.all(environment, config.name).apply(lambda found: {
                 "AWS_REGION": region, **found[0],
                 ENDPOINT_WATCH_ENV: json.dumps({"config_name": found[1], "name_prefix": name_prefix,
@@ -523,8 +526,8 @@ class SageMakerT4Endpoint(T4ServingComponent):
         return target
 
     def _ttl_before_create(self, name: str, ttl: timedelta, endpoint_name: pulumi.Output[str], region: str,
-                           config: aws.sagemaker.EndpointConfiguration, tags: dict[str, str], autoscaling: bool
-                           ) -> TtlParts:
+                           account: pulumi.Output[str], config: aws.sagemaker.EndpointConfiguration,
+                           tags: dict[str, str], autoscaling: bool) -> TtlParts:
         """What deletes the endpoint, made before CreateEndpoint is called: the dead-letter queue, the role that
         may delete only this endpoint (by its name, known from the configuration's), and the backstop schedule,
         from a clock read just before the create: that clock plus the longest the provider waits for InService,
@@ -534,8 +537,8 @@ class SageMakerT4Endpoint(T4ServingComponent):
         dead_letters = aws.sqs.Queue(f"{name}-ttl-dlq", message_retention_seconds=DLQ_RETENTION_S,
                                      sqs_managed_sse_enabled=True, tags=tags, opts=child)
         # The aws partition's ARN: a region of another partition is refused at preview (settings' region).
-        endpoint_arn = endpoint_name.apply(
-            lambda found: f"arn:{catalog.AWS_PARTITION}:sagemaker:{region}:*:endpoint/{found.lower()}")
+        endpoint_arn = pulumi.Output.all(endpoint_name, account).apply(
+            lambda found: f"arn:{catalog.AWS_PARTITION}:sagemaker:{region}:{found[1]}:endpoint/{found[0].lower()}")
         statements: list[dict[str, pulumi.Input]] = [
             {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint_arn},
             {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": dead_letters.arn}]
@@ -547,7 +550,8 @@ class SageMakerT4Endpoint(T4ServingComponent):
             # role stop autoscaling, nothing more; DeleteEndpoint stays this endpoint's alone.
             statements.append({"Effect": "Allow", "Action": "application-autoscaling:DeregisterScalableTarget",
                                "Resource": "*"})
-        role, policy = service_role(f"{name}-ttl", "scheduler.amazonaws.com", statements, tags, self)
+        role, policy = service_role(f"{name}-ttl", "scheduler.amazonaws.com", statements, tags, self,
+                                    scheduler_trust(region, account))
         target = delete_target(endpoint_name, role, dead_letters)
         requested = command.local.Command(f"{name}-endpoint-requested-at", create=CLOCK, triggers=[endpoint_name],
                                           opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
@@ -584,7 +588,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
         deletes_at = clock.stdout.apply(lambda up: (datetime.fromisoformat(up.strip().replace("Z", "+00:00")) + ttl)
                                         .strftime("%Y-%m-%dT%H:%M:%SZ"))
         passed = command.local.Command(
-            f"{name}-ttl-passed", create=TTL_PASSED,
+            f"{name}-ttl-passed", create=python_step(TTL_PASSED),
             environment=pulumi.Output.all(environment, endpoint.name, deletes_at).apply(lambda found: {
                 "AWS_REGION": region, **found[0],
                 TTL_PASSED_ENV: json.dumps({"endpoint_name": found[1], "deletes_at": found[2]})}),

@@ -142,10 +142,9 @@ def test_ttl_deletes_the_endpoint_with_a_role_that_can_do_only_that(run_stack):
     endpoint = plan.one("aws:sagemaker/endpoint:Endpoint").state
     assert json.loads(target["input"]) == {"EndpointName": endpoint["name"]}
     policy = json.loads(plan.find("aws:iam/rolePolicy:RolePolicy", "gemma4-t4-ttl-policy")[0].inputs["policy"])
-    # The endpoint's ARN by its name (the role exists before the endpoint does): any account, this region.
+    # The endpoint's ARN by its name (the role exists before the endpoint does): this account, this region.
     assert policy["Statement"] == [
-        {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint",
-         "Resource": endpoint["arn"].replace(":123456789012:", ":*:")},
+        {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint["arn"]},
         {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": plan.one("aws:sqs/queue:Queue").state["arn"]}]
     trust = json.loads(plan.find("aws:iam/role:Role", "gemma4-t4-ttl")[0].inputs["assumeRolePolicy"])
     assert trust["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}

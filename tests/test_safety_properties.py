@@ -38,6 +38,12 @@ MUTATIONS = [
      '"ecr:BatchGetImage"],\n                 "Resource": image.repository_arn', '"ecr:*"],\n                 "Resource": "*"'),
     ("the TTL role may only delete its endpoint", "components/sagemaker.py",
      '"sagemaker:DeleteEndpoint", "Resource": endpoint_arn}', '"sagemaker:*", "Resource": "*"}'),
+    ("a service assumes a role only for this account's resources", "components/aws_iam.py",
+     '"Action": "sts:AssumeRole",\n                       "Condition": condition}', '"Action": "sts:AssumeRole"}'),
+    ("the build context bucket takes TLS only", "components/image_build.py",
+     '"Condition": catalog.S3_INSECURE_TRANSPORT}', '"Condition": {}}'),
+    ("an untagged image expires, a tagged one never", "components/image_build.py",
+     '"selection": {"tagStatus": "untagged"', '"selection": {"tagStatus": "any"'),
 ]
 GRAPH_TESTS = ["tests/test_gce_stack.py", "tests/test_sagemaker_stack.py", "tests/test_cost_guard.py",
                "tests/test_sagemaker_ttl.py"]

@@ -95,7 +95,7 @@ def test_the_ttl_may_deregister_the_target_it_deletes_the_endpoint_of(run_stack)
     # checks it on SageMaker's behalf); the delete itself stays this endpoint's alone.
     assert deregister == [{"Effect": "Allow", "Action": "application-autoscaling:DeregisterScalableTarget",
                            "Resource": "*"}]
-    endpoint = f"arn:aws:sagemaker:us-east-2:*:endpoint/{plan.one(ENDPOINT).state['name'].lower()}"
+    endpoint = f"arn:aws:sagemaker:us-east-2:123456789012:endpoint/{plan.one(ENDPOINT).state['name'].lower()}"
     assert [s for s in scaled if s["Action"].startswith("sagemaker:")] == [
         {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint}]
     assert [s for s in scaled if s["Resource"] == "*"] == deregister, "nothing else unscoped"

@@ -140,7 +140,7 @@ def test_the_backstop_exists_before_create_endpoint_and_needs_nothing_of_the_end
         "dependsOn"]
     policy = json.loads(plan.one("aws:iam/rolePolicy:RolePolicy", "gemma4-t4-ttl-policy").inputs["policy"])
     assert {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint",
-            "Resource": f"arn:aws:sagemaker:us-east-2:*:endpoint/{endpoint.inputs['name']}"} in policy["Statement"]
+            "Resource": f"arn:aws:sagemaker:us-east-2:123456789012:endpoint/{endpoint.inputs['name']}"} in policy["Statement"]
     # The first schedule and its own right to delete follow the endpoint resource: during a change they still
     # name the old endpoint until the new one is created, so a new fleet that fails leaves the old one its TTL.
     in_service = json.loads(plan.one("aws:iam/rolePolicy:RolePolicy", "gemma4-t4-ttl-in-service-policy").inputs[
@@ -323,7 +323,7 @@ def test_status_reads_only_the_current_endpoints_failed_deletes(account, monkeyp
     name = "sagemaker-t4-endpoint-aaaaaaaa"
     role_arn = iam.create_role(RoleName="ttl", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
     iam.put_role_policy(RoleName="ttl", PolicyName="p", PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [
-        {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": f"arn:aws:sagemaker:us-east-2:*:endpoint/{name}"},
+        {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": f"arn:aws:sagemaker:us-east-2:123456789012:endpoint/{name}"},
         {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": queue_arn}]}))
     for schedule in ("ttl", "ttl-backstop"):
         scheduler.create_schedule(Name=schedule, ScheduleExpression="at(2030-01-01T00:00:00)",

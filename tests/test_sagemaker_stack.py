@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import os
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import types
 
@@ -18,6 +20,7 @@ from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.sagemaker import World as SageMakerWorld
 from gemma4_t4.components import image_build
 from gemma4_t4.components import provider_answers as answers
+from gemma4_t4.components.local_step import python_step
 from gemma4_t4.components.scripts import codebuild_run
 from gemma4_t4.core.plan import SECRET_PLACEHOLDER
 
@@ -68,13 +71,69 @@ def test_execution_role_can_only_pull_this_repository_and_write_endpoint_logs(ru
     assert set(statements) == {"EcrLogin", "PullImage", "EndpointLogs", "Metrics"}
     assert statements["PullImage"]["Resource"] == plan.one("aws:ecr/repository:Repository").state["arn"]
     # The groups of the names the stack gives its endpoints (sagemaker-t4-endpoint- and 8 hex digits), no other.
-    group = "arn:aws:logs:us-east-2:*:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint-????????"
+    group = "arn:aws:logs:us-east-2:123456789012:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint-????????"
     assert statements["EndpointLogs"]["Resource"] == [group, f"{group}:*"], "the endpoint's own groups, no other"
+    # IAM's ? and * as fnmatch reads them: the group the stack makes (and its streams) match, another does not.
+    made = plan.one(LOG_GROUP, "gemma4-t4-endpoint-logs").inputs["name"]
+    own = f"arn:aws:logs:us-east-2:123456789012:log-group:{made}"
+    assert fnmatch.fnmatchcase(own, group) and fnmatch.fnmatchcase(f"{own}:log-stream:AllTraffic/i-0", f"{group}:*")
+    other = "arn:aws:logs:us-east-2:123456789012:log-group:/aws/sagemaker/Endpoints/someone-elses-endpoint"
+    assert not any(fnmatch.fnmatchcase(other, r) or fnmatch.fnmatchcase(f"{other}:x", r)
+                   for r in statements["EndpointLogs"]["Resource"])
     actions = [a for s in statements.values() for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])]
     assert not any(a.startswith(("sagemaker:", "s3:", "iam:")) or a.endswith("*") for a in actions)
     assert not plan.find("aws:iam/rolePolicyAttachment:RolePolicyAttachment"), "no managed policy (FullAccess)"
     trust = json.loads(plan.find("aws:iam/role:Role", "gemma4-t4-execution")[0].inputs["assumeRolePolicy"])
     assert trust["Statement"][0]["Principal"] == {"Service": "sagemaker.amazonaws.com"}
+
+
+ROLE = "aws:iam/role:Role"
+ACCOUNT = "123456789012"  # the account in the plan's mock ARNs (core.plan.MOCK_ACCOUNT)
+
+
+def _trusts(plan) -> dict[str, dict]:
+    """Each role's one trust statement, by the service it trusts."""
+    found = {}
+    for role in plan.find(ROLE):
+        (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+        assert statement["Action"] == "sts:AssumeRole" and statement["Effect"] == "Allow"
+        found[statement["Principal"]["Service"]] = statement
+    return found
+
+
+def test_every_role_trusts_its_service_only_for_this_accounts_resources(run_stack):
+    """Against the cross-service confused deputy, each as the service's own page documents it (catalog)."""
+    plan = run_stack("sagemaker-t4", "endpointTtl=8h")
+    trusts = _trusts(plan)
+    assert set(trusts) == {"sagemaker.amazonaws.com", "codebuild.amazonaws.com", "scheduler.amazonaws.com"}
+    assert len(plan.find(ROLE)) == 3, "one role per service, each with its condition"
+    # SageMaker inference: only the ARN pattern its page gives (no SourceAccount, nothing narrower).
+    assert trusts["sagemaker.amazonaws.com"]["Condition"] == {
+        "ArnLike": {"aws:SourceArn": f"arn:aws:sagemaker:us-east-2:{ACCOUNT}:*"}}
+    # CodeBuild: this account, and this stack's build project (auto-named after the role: a pattern that the
+    # project's name as the provider makes it matches).
+    codebuild = trusts["codebuild.amazonaws.com"]["Condition"]
+    assert codebuild["StringEquals"] == {"aws:SourceAccount": ACCOUNT}
+    pattern = codebuild["ArnLike"]["aws:SourceArn"]
+    assert pattern == f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/gemma4-t4-image-build*"
+    project = plan.one("aws:codebuild/project:Project").state["name"]
+    assert fnmatch.fnmatchcase(f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/{project}", pattern)
+    assert not fnmatch.fnmatchcase(f"arn:aws:codebuild:us-east-2:{ACCOUNT}:project/other-build", pattern)
+    # Scheduler: this account and the schedule group the stack's schedules are in (they name none: default).
+    assert trusts["scheduler.amazonaws.com"]["Condition"] == {"StringEquals": {
+        "aws:SourceAccount": ACCOUNT, "aws:SourceArn": f"arn:aws:scheduler:us-east-2:{ACCOUNT}:schedule-group/default"}}
+    assert all("groupName" not in s.inputs for s in plan.find("aws:scheduler/schedule:Schedule"))
+
+
+def test_the_roles_conditions_name_the_account_the_provider_makes_the_resources_in(run_stack):
+    """The account is read from the stack's own repository, so it is the provider's, whichever account that is."""
+    plan = run_stack("sagemaker-t4", "endpointTtl=8h", "aws:region=eu-west-1")
+    repository = plan.one("aws:ecr/repository:Repository").state["arn"]
+    assert repository.split(":")[4] == ACCOUNT
+    conditions = json.dumps([t["Condition"] for t in _trusts(plan).values()])
+    assert conditions.count(ACCOUNT) == 5 and "*:" not in conditions.replace(":*", "")
+    ttl = _policy(plan, "gemma4-t4-ttl-policy")["Statement"][0]
+    assert ttl["Resource"].startswith(f"arn:aws:sagemaker:eu-west-1:{ACCOUNT}:endpoint/"), "no account wildcard"
 
 
 def test_build_role_reads_the_context_pulls_the_base_and_pushes_only_our_repository(run_stack):
@@ -103,6 +162,30 @@ def test_source_bucket_is_private_and_encrypted(run_stack):
     sse = plan.one("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")
     assert sse.inputs["rules"] == [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": "AES256"}}]
     assert plan.one("aws:s3/bucket:Bucket").inputs["forceDestroy"] is True
+
+
+def test_source_bucket_refuses_every_request_not_made_over_tls(run_stack):
+    plan = run_stack("sagemaker-t4")
+    bucket = plan.one("aws:s3/bucket:Bucket").state
+    tls = plan.one("aws:s3/bucketPolicy:BucketPolicy")
+    assert tls.inputs["bucket"] == bucket["bucket"]
+    (statement,) = json.loads(tls.inputs["policy"])["Statement"]
+    assert statement == {"Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
+                         "Resource": [bucket["arn"], bucket["arn"] + "/*"],
+                         "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+
+
+@pytest.mark.parametrize("overrides", [(), ("keepImages=true",), ("imageBuilder=local",)])
+def test_untagged_images_expire_and_no_rule_selects_a_tagged_one(run_stack, overrides):
+    """Whoever builds, kept or not: the image the endpoint serves has its (immutable) tag, so it never expires."""
+    plan = run_stack("sagemaker-t4", *overrides)
+    repository = plan.one("aws:ecr/repository:Repository")
+    lifecycle = plan.one("aws:ecr/lifecyclePolicy:LifecyclePolicy")
+    assert lifecycle.inputs["repository"] == repository.state["name"]
+    (rule,) = json.loads(lifecycle.inputs["policy"])["rules"]
+    assert rule["selection"] == {"tagStatus": "untagged", "countType": "sinceImagePushed", "countUnit": "days",
+                                 "countNumber": 1} and rule["action"] == {"type": "expire"}
+    assert repository.inputs["imageTagMutability"] == "IMMUTABLE"
 
 
 def test_repository_scans_on_push_has_immutable_tags_and_goes_with_destroy(run_stack):
@@ -160,6 +243,17 @@ def test_outputs(run_stack):
     assert out["cost_per_hour_usd"] == catalog.SAGEMAKER_PRICES["ml.g4dn.xlarge"].usd_per_hour
     assert out["connect_command"].startswith("aws sagemaker-runtime invoke-endpoint --region us-east-2 "
                                              f"--endpoint-name {endpoint} ")
+
+
+def test_the_printed_request_is_one_shell_word_per_argument_whatever_the_served_name(run_stack):
+    """A served name with a quote in it (one word, so vLLM takes it) still gives a command the shell runs as is."""
+    plan = run_stack("sagemaker-t4", "servedModelName=team's-gemma")
+    endpoint = plan.one("aws:sagemaker/endpoint:Endpoint").state["name"]
+    argv = shlex.split(plan.outputs["connect_command"])
+    assert argv[:12] == ["aws", "sagemaker-runtime", "invoke-endpoint", "--region", "us-east-2", "--endpoint-name",
+                         endpoint, "--content-type", "application/json", "--cli-binary-format", "raw-in-base64-out",
+                         "--body"]
+    assert json.loads(argv[12])["model"] == "team's-gemma" and argv[13:] == ["/dev/stdout"]
 
 
 def test_the_target_carries_the_stacks_aws_profile_to_the_operator_tools(run_stack, monkeypatch, tmp_path):
@@ -247,7 +341,7 @@ def test_an_endpoints_name_and_log_group_follow_its_configuration(run_stack, ove
                                                                                    name)
     assert plan.one(LOG_GROUP, "gemma4-t4-endpoint-logs").inputs["name"] == f"/aws/sagemaker/Endpoints/{name}"
     logs = {s["Sid"]: s for s in _policy(plan, "gemma4-t4-execution-policy")["Statement"]}["EndpointLogs"]
-    pattern = "arn:aws:logs:us-east-2:*:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint-????????"
+    pattern = "arn:aws:logs:us-east-2:123456789012:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint-????????"
     assert logs["Resource"] == [pattern, f"{pattern}:*"]
     assert sagemaker.endpoint_name("sagemaker-t4", config + "x") != name
     watch = plan.one(COMMAND, "gemma4-t4-endpoint-watch").inputs["environment"]["GEMMA4_T4_ENDPOINT_WATCH"]
@@ -468,8 +562,10 @@ def _build_env(plan) -> dict:
 def test_build_step_runs_with_the_programs_interpreter_after_the_role_policy(run_stack):
     plan = run_stack("sagemaker-t4")
     build = plan.one(COMMAND, "gemma4-t4-image-codebuild-run")
-    # The interpreter running the program has the package, whatever directory the program is in.
-    assert build.inputs["create"] == f"{shlex.quote(sys.executable)} -m gemma4_t4.components.scripts.codebuild_run"
+    # The interpreter running the program has the package, whatever directory the program is in; named by its
+    # place in the project, so every clone records the same step.
+    # (test_no_step_records_a_path_of_this_machine: that place, as the state records it)
+    assert build.inputs["create"] == python_step("gemma4_t4.components.scripts.codebuild_run")
     assert f"{POLICY}::gemma4-t4-image-build-role-policy" in build.options["dependsOn"]
     request = json.loads(_build_env(plan)["GEMMA4_T4_BUILD"])
     policy = plan.find(POLICY, "gemma4-t4-image-build-role-policy")[0].state
@@ -477,6 +573,69 @@ def test_build_step_runs_with_the_programs_interpreter_after_the_role_policy(run
     assert request["policy_name"] == policy["name"] and request["role_name"] == role["name"]
     assert request["base_digest_pin"] == catalog.PINS["sagemaker.base_image_digest"]
     assert request["repository"] == plan.one("aws:ecr/repository:Repository").state["name"]
+
+
+@pytest.mark.parametrize("overrides", [("endpointTtl=8h",), ("imageBuilder=local", "endpointTtl=8h")])
+def test_no_step_records_a_path_of_this_machine(run_stack, overrides, tmp_path, monkeypatch):
+    """What pulumi-command keeps in the state (create, environment, triggers) is the same from any clone: an
+    `up` from another machine does not run the account check, the build, the watch or the TTL check again."""
+    project = tmp_path / "project"
+    _clone(project, monkeypatch)  # the program run from a project holding its virtualenv, as Pulumi.yaml names it
+    plan = run_stack("sagemaker-t4", *overrides)
+    steps = plan.find(COMMAND)
+    assert {s.name for s in steps} >= {"gemma4-t4-account-check", "gemma4-t4-endpoint-watch", "gemma4-t4-ttl-passed"}
+    here = {str(project), str(REPO), os.path.realpath(REPO), sys.base_prefix, os.path.expanduser("~")}
+    assert plan.one(COMMAND, "gemma4-t4-account-check").inputs["create"] == (
+        '"${GEMMA4_T4_PYTHON:-.venv/bin/python}" -m gemma4_t4.clouds.aws_account_check')
+    for step in steps:
+        recorded = json.dumps({k: step.inputs.get(k) for k in ("create", "environment", "triggers")})
+        assert not any(path in recorded for path in here), f"{step.name} records {recorded}"
+        assert not re.search(r'(^|[\s"=:])/(?!dev/)', step.inputs["create"]), step.inputs["create"]
+
+
+def _clone(root, monkeypatch):
+    """A clone of the project at ROOT, its virtualenv where Pulumi.yaml names it, the program run from there."""
+    (root / ".venv" / "bin").mkdir(parents=True)
+    os.symlink(sys.executable, root / ".venv" / "bin" / "python")
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(sys, "executable", str(root / ".venv" / "bin" / "python"))
+
+
+def test_two_clones_record_the_same_step_and_each_runs_its_own_interpreter(tmp_path, monkeypatch):
+    from gemma4_t4.components.local_step import python_step
+
+    steps = []
+    for clone in ("alice", "bob"):
+        _clone(tmp_path / clone, monkeypatch)
+        steps.append(python_step("platform"))
+        # Run as pulumi-command runs it: /bin/sh -c, in the project's directory; the interpreter is this clone's.
+        env = {k: v for k, v in os.environ.items() if k != "GEMMA4_T4_PYTHON"}
+        done = subprocess.run(["/bin/sh", "-c", python_step("site") + " --user-base"], cwd=tmp_path / clone,
+                              env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    assert steps[0] == steps[1] == '"${GEMMA4_T4_PYTHON:-.venv/bin/python}" -m platform'
+
+
+def test_an_interpreter_outside_the_project_is_named_at_run_time(tmp_path, monkeypatch):
+    from gemma4_t4.components.local_step import python_step
+
+    monkeypatch.chdir(tmp_path)
+    step = python_step("site") + " --user-base"
+    env = {k: v for k, v in os.environ.items() if k != "GEMMA4_T4_PYTHON"}
+    # Outside the project the program's interpreter has no path relative to it: named as it is on this machine.
+    assert sys.executable in step
+    done = subprocess.run(["/bin/sh", "-c", step], cwd=tmp_path, env={**env, "GEMMA4_T4_PYTHON": "/nonexistent/python"},
+                          capture_output=True, text=True)
+    assert done.returncode != 0 and "/nonexistent/python" in done.stderr, "GEMMA4_T4_PYTHON is the one run"
+    # A path the shell would read specially stays one word, run as it is.
+    odd = tmp_path / 'my "env" $HOME'
+    (odd / "bin").mkdir(parents=True)
+    os.symlink(sys.executable, odd / "bin" / "python")
+    monkeypatch.setattr(sys, "executable", str(odd / "bin" / "python"))
+    monkeypatch.chdir(tmp_path / "..")
+    done = subprocess.run(["/bin/sh", "-c", python_step("site") + " --user-base"], cwd=os.getcwd(), env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_build_step_gets_only_the_region_when_the_stack_sets_nothing_else(run_stack):
@@ -503,7 +662,8 @@ def test_build_step_gets_the_providers_profile_keys_role_and_endpoints(run_stack
 def test_no_aws_cli_and_no_shell_script_left():
     assert not (REPO / "components" / "scripts" / "codebuild-run.sh").exists()
     step = (REPO / "components" / "scripts" / "codebuild_run.py").read_text()
-    assert "subprocess" not in step and '"aws"' not in step
+    # No process is started at all (the AWS CLI included; a printed `aws ...` line for the user is only text).
+    assert not any(call in step for call in ("subprocess", "os.system", "os.exec", "os.spawn", "os.popen"))
 
 
 def test_digest_is_not_exported_from_the_buildspec():

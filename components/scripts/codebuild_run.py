@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -120,8 +121,8 @@ def existing_digest(ecr, repository: str, tag: str) -> str | None:
             f"{repository}:{tag} was pushed as {media_type or 'an unknown manifest type'}; SageMaker's CreateModel "
             f"accepts only {catalog.SAGEMAKER_MANIFEST_TYPE} (it answers \"Unsupported manifest media type\"). "
             "The build pushes one only with provenance and SBOM attestations off (turing/build-image.sh); "
-            f"delete this image (aws ecr batch-delete-image --repository-name {repository} --image-ids "
-            f"imageTag={tag}) and run `pulumi up` again")
+            "delete this image (" + shlex.join(["aws", "ecr", "batch-delete-image", "--repository-name", repository,
+                                                "--image-ids", f"imageTag={tag}"]) + ") and run `pulumi up` again")
     return images[0]["imageDigest"]
 
 

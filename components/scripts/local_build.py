@@ -26,6 +26,7 @@ import base64
 import json
 import os
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -200,8 +201,10 @@ def pushed_manifest(registries: Registries, repository_url: str, tag: str) -> tu
     if media_type != catalog.SAGEMAKER_MANIFEST_TYPE:
         raise BuildError(
             f"{name}:{tag} was pushed as {media_type or 'an unknown manifest type'}; SageMaker's CreateModel accepts "
-            f"only {catalog.SAGEMAKER_MANIFEST_TYPE}. Delete it (aws ecr batch-delete-image --repository-name {name} "
-            f"--image-ids imageTag={tag}), then build with buildah or podman (pulumi config set "
+            f"only {catalog.SAGEMAKER_MANIFEST_TYPE}. Delete it ("
+            + shlex.join(["aws", "ecr", "batch-delete-image", "--repository-name", name, "--image-ids",
+                          f"imageTag={tag}"])
+            + "), then build with buildah or podman (pulumi config set "
             "gemma4-t4:imageBuilder buildah) or with the classic docker builder, and `pulumi up` again")
     return media_type, answer.headers["docker-content-digest"]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import sys
 from datetime import UTC, datetime
 
@@ -49,13 +50,13 @@ def main(env: dict[str, str] | None = None, now: datetime | None = None) -> int:
                 "records it")
             return 0
         say(f"the endpoint's deadline {deletes_at} has passed (endpointTtl was lowered), but deleting {name} "
-            f"failed: {err}; it still bills: aws sagemaker delete-endpoint --endpoint-name {name} --region "
-            f"{session_from_env(env).region_name}")
+            f"failed: {err}; it still bills: " + shlex.join(["aws", "sagemaker", "delete-endpoint", "--endpoint-name",
+                                                              name, "--region", session_from_env(env).region_name]))
         return 1
     except BotoCoreError as err:
         say(f"the endpoint's deadline {deletes_at} has passed, but AWS could not be asked ({err}); {name} still "
-            "bills until the TTL's backstop schedule deletes it, or: aws sagemaker delete-endpoint --endpoint-name "
-            f"{name}")
+            "bills until the TTL's backstop schedule deletes it, or: "
+            + shlex.join(["aws", "sagemaker", "delete-endpoint", "--endpoint-name", name]))
         return 1
     say(f"the endpoint's deadline {deletes_at} has passed (endpointTtl was lowered): deleted {name} now; "
         "`pulumi refresh` records it, `pulumi up` then makes a new one")

@@ -247,6 +247,42 @@ OTHER_PARTITION_REGION_PREFIXES = {"cn-": "aws-cn (China)", "us-gov-": "aws-us-g
                                    "eu-isoe-": "aws-iso-e"}
 
 
+# --- Who may assume the stack's roles, and what the stack's storage keeps ---------------------------------
+
+# The aws:SourceArn each service sends when it assumes a role, for the trust policies against the cross-service
+# confused deputy (IAM user guide, "The confused deputy problem"). Each from the service's own page, read
+# 2026-12-05:
+# - SageMaker AI inference (real-time, serverless, asynchronous endpoints): ArnLike aws:SourceArn
+#   arn:aws:sagemaker:REGION:ACCOUNT:* and nothing narrower ("Do not replace the aws:SourceArn in this template
+#   with the full ARN of a specific model or endpoint ... The asterisk in the ARN template does not stand for
+#   wildcard and should not be changed"); the account is in the ARN, so "you do not need to specify an
+#   aws:SourceAccount value" (SageMaker developer guide, "Cross-service confused deputy prevention", section
+#   "SageMaker AI Inference", docs.aws.amazon.com/sagemaker/latest/dg/security-confused-deputy-prevention.html).
+# - CodeBuild: aws:SourceAccount, the project's owner, and aws:SourceArn, the project's ARN, a wildcard where the
+#   name is not known yet (CodeBuild user guide, "Allow CodeBuild to interact with other AWS services",
+#   docs.aws.amazon.com/codebuild/latest/userguide/setting-up-service-role.html).
+# - EventBridge Scheduler: aws:SourceAccount and aws:SourceArn, which "must be your EventBridge Scheduler schedule
+#   group ARN"; "Do not scope the aws:SourceArn statement to a specific schedule" (EventBridge Scheduler user
+#   guide, "Confused deputy prevention",
+#   docs.aws.amazon.com/scheduler/latest/UserGuide/cross-service-confused-deputy-prevention.html). A schedule
+#   made without a group name is in the account's group named default (Scheduler API reference, CreateSchedule,
+#   GroupName; pulumi-aws's scheduler.Schedule, groupName: when omitted, the default schedule group).
+SAGEMAKER_TRUST_SOURCE_ARN = "arn:{partition}:sagemaker:{region}:{account}:*"
+CODEBUILD_TRUST_SOURCE_ARN = "arn:{partition}:codebuild:{region}:{account}:project/{project}"
+SCHEDULER_TRUST_SOURCE_ARN = "arn:{partition}:scheduler:{region}:{account}:schedule-group/{group}"
+SCHEDULER_DEFAULT_GROUP = "default"
+# How long ECR keeps an image that lost its tag or never had one (a push cut short; a tagged image is never
+# touched by a rule that selects tagStatus untagged): ECR user guide, "Examples of lifecycle policies in Amazon
+# ECR" (tagStatus untagged, countType sinceImagePushed, countUnit days), docs.aws.amazon.com/AmazonECR/latest/
+# userguide/lifecycle_policy_examples.html. The image the endpoint serves is tagged (IMMUTABLE tags).
+ECR_UNTAGGED_EXPIRY_DAYS = 1
+# A bucket policy that denies every request not made over TLS: the condition aws:SecureTransport false (S3 user
+# guide, "Security best practices for Amazon S3", enforce encryption of data in transit,
+# docs.aws.amazon.com/AmazonS3/latest/userguide/security-best-practices.html; AWS Knowledge Center,
+# repost.aws/knowledge-center/s3-bucket-policy-for-config-rule).
+S3_INSECURE_TRANSPORT = {"Bool": {"aws:SecureTransport": "false"}}
+
+
 def other_partition(region: str) -> str | None:
     """The partition REGION belongs to when it is not aws (None: the aws partition)."""
     return next((name for prefix, name in OTHER_PARTITION_REGION_PREFIXES.items() if region.startswith(prefix)),

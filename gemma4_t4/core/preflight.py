@@ -15,6 +15,7 @@ fetch functions only call the clouds' own client libraries.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -184,7 +185,8 @@ def strays_check(region: str, tagged: Sequence[tuple[str, str]], in_state: str |
     strays = [(name, status) for name, status in tagged if name != in_state]
     if not strays or (in_state is None and len(tagged) < 2):
         return None
-    lines = "; ".join(f"aws sagemaker delete-endpoint --endpoint-name {name} --region {region}" for name, _ in strays)
+    lines = "; ".join(shlex.join(["aws", "sagemaker", "delete-endpoint", "--endpoint-name", name, "--region", region])
+                      for name, _ in strays)
     found = ", ".join(f"{name} ({status})" for name, status in strays)
     detail = (f"{found} carr{'ies' if len(strays) == 1 else 'y'} this stack's tag but "
               + ("not its state" if in_state is not None else

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -550,7 +551,7 @@ def aws_session(region: str, profile: str | None, error: type[Exception]) -> Any
         session = boto3.session.Session(profile_name=profile or None, region_name=region)
     except ProfileNotFound:
         raise error(f"the AWS profile {profile!r} (the stack's aws:profile) is not in ~/.aws/config: "
-                    f"aws configure --profile {profile}") from None
+                    + shlex.join(["aws", "configure", "--profile", profile or ""])) from None
     if session.get_credentials() is None:
         as_whom = f" for the profile {profile!r}" if profile else ""
         raise error(f"no AWS credentials{as_whom}: run `aws configure` or `aws sso login`, or set AWS_PROFILE")
@@ -719,8 +720,9 @@ class SageMakerTarget:
                     tags = self.control.list_tags(ResourceArn=summary["EndpointArn"]).get("Tags", [])
                     if {"Key": SAGEMAKER_STACK_TAG, "Value": self.stack} in tags:
                         found.append(f"{summary['EndpointName']} ({summary['EndpointStatus']}, not in the stack's "
-                                     f"state, bills): aws sagemaker delete-endpoint --endpoint-name "
-                                     f"{summary['EndpointName']} --region {self.region}")
+                                     "state, bills): " + shlex.join([
+                                         "aws", "sagemaker", "delete-endpoint", "--endpoint-name",
+                                         summary["EndpointName"], "--region", self.region]))
         except (BotoCoreError, ClientError) as err:
             raise self._error(err) from None
         return found
