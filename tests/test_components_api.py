@@ -4,6 +4,7 @@ AWS provider the program passes, its region read through the provider's own getR
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pulumi
@@ -13,19 +14,16 @@ from conftest import REPO
 
 from gemma4_t4.components import GceT4Server, InvalidArgs, SageMakerT4Endpoint
 from gemma4_t4.core import plan as offline
+from gemma4_t4.testing import ProviderMocks
 
 pytestmark = pytest.mark.components
 
 INSTANCE = "gcp:compute/instance:Instance"
 
 
-def run(program, stack: str = "dev", invokes: dict | None = None) -> offline.Plan:
-    from gemma4_t4 import clouds
-
-    handlers = {}
-    for cloud in clouds.CLOUDS.values():
-        handlers.update(cloud.mock_invokes(None))
-    return offline.run_program(stack, {}, invokes={**handlers, **(invokes or {})}, program=program)
+def run(program, stack: str = "dev", mocks: ProviderMocks | None = None, config: dict | None = None) -> offline.Plan:
+    """PROGRAM under the project's public mocks (gemma4_t4.testing), recorded."""
+    return offline.run_program(stack, config or {}, program=program, mocks=mocks or ProviderMocks())
 
 
 def refused(program) -> InvalidArgs:
@@ -84,26 +82,31 @@ def test_an_unknown_model_is_not_sized_from_the_hub_unless_asked():
 
 
 def test_the_sagemaker_region_and_profile_come_from_the_provider_the_program_passes():
-    asked = []
-
-    def get_region(args: dict) -> dict:
-        # As the AWS provider answers getRegion without arguments: the region it is configured with
-        # (terraform-provider-aws, internal/service/meta/region_data_source.go): the provider below's.
-        asked.append(args)
-        return {"name": "us-east-2", "region": "us-east-2"}
-
     def program():
-        east = pulumi_aws.Provider("east", region="us-east-2", profile="ml-account")
-        SageMakerT4Endpoint("api", {}, pulumi.ResourceOptions(provider=east))
+        ireland = pulumi_aws.Provider("ireland", region="eu-west-1", profile="ml-account")
+        SageMakerT4Endpoint("api", {}, pulumi.ResourceOptions(provider=ireland))
 
-    plan = run(program, invokes={"aws:index/getRegion:getRegion": get_region})
-    assert asked, "the region is asked of the provider"
+    # The default provider's region differs: the component must ask the provider it is given.
+    plan = run(program, config={"aws:region": "us-east-2"})
     component = plan.one("gemma4-t4:index:SageMakerT4Endpoint")
-    assert component.registered_outputs["target"]["region"] == "us-east-2"
+    assert component.registered_outputs["target"]["region"] == "eu-west-1"
     assert component.registered_outputs["target"]["profile"] == "ml-account"
     build = plan.one("command:local:Command", "api-image-codebuild-run").inputs["environment"]
-    assert build["AWS_REGION"] == "us-east-2" and build["AWS_PROFILE"] == "ml-account"
+    assert build["AWS_REGION"] == "eu-west-1" and build["AWS_PROFILE"] == "ml-account"
     assert all(r.parent for r in plan.resources if r.custom and not r.type.startswith("pulumi:providers:"))
+
+
+def test_the_sagemaker_region_is_the_default_providers_aws_region():
+    plan = run(lambda: SageMakerT4Endpoint("api", {}), config={"aws:region": "eu-west-1"})
+    assert plan.one("gemma4-t4:index:SageMakerT4Endpoint").registered_outputs["target"]["region"] == "eu-west-1"
+
+
+def test_without_any_region_the_refusal_carries_the_providers_own_words(monkeypatch):
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    error = refused(lambda: SageMakerT4Endpoint("api", {}))
+    assert error.key == "region" and 'missing required configuration key "aws:region"' in error.problem
+    assert error.fix.startswith("SageMakerT4EndpointArgs(region='us-east-2')")
 
 
 def test_an_execution_role_the_program_brings_is_used_and_none_is_made():
@@ -117,3 +120,74 @@ def test_no_component_reads_the_stack_config():
     """Region, profile and project come from Args or the provider, never pulumi.Config."""
     for path in (REPO / "components").rglob("*.py"):
         assert not re.search(r"pulumi\.Config\(|get_config\(", path.read_text()), path
+
+
+# --- a user's unit tests: Pulumi's documented mocks, then the project's ----------------------------------
+
+
+class DocumentedMocks(pulumi.runtime.Mocks):
+    """Exactly the mocks of Pulumi's unit-testing guide (pulumi.com/docs/iac/guides/testing/unit/, Python)."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        return [args.name + "_id", args.inputs]
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+def as_a_user(mocks: pulumi.runtime.Mocks, program, config: dict | None = None) -> dict:
+    """PROGRAM as a user's unit test runs it: set_mocks, pulumi.runtime.test; the outputs it returns."""
+    from pulumi.runtime import settings
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    settings.reset_options(project="user", stack="test", preview=False)
+    pulumi.runtime.set_mocks(mocks, preview=False)
+    pulumi.runtime.set_all_config(config or {})
+    found: dict = {}
+    try:
+        @pulumi.runtime.test
+        def test():
+            component = program()
+            return pulumi.Output.all(target=component.target, connect=component.connect_command,
+                                     deletes_at=getattr(component, "endpoint_deletes_at", None)).apply(found.update)
+
+        test()
+    finally:
+        pulumi.runtime.set_all_config({})
+        asyncio.set_event_loop(None)
+        loop.close()
+    return found
+
+
+PROGRAMS = {
+    "gce": (lambda: GceT4Server("x"), {}),
+    "sagemaker": (lambda: SageMakerT4Endpoint("x"), {}),
+    # The issue's second failure: the stack sets aws:region, and the generic getRegion answers {}.
+    "sagemaker, aws:region set": (lambda: SageMakerT4Endpoint("x"), {"aws:region": "us-east-2"}),
+    # Third and fourth: past the region, the image's URL and digest, and the TTL's clock.
+    "sagemaker, region given": (lambda: SageMakerT4Endpoint("x", {"region": "us-east-2"}), {}),
+    "sagemaker with a TTL": (lambda: SageMakerT4Endpoint("x", {"region": "us-east-2", "endpoint_ttl": "8h"}), {}),
+    "sagemaker built locally": (lambda: SageMakerT4Endpoint("x", {"region": "us-east-2", "image_builder": "local"}),
+                                {}),
+}
+
+
+@pytest.mark.parametrize("case", list(PROGRAMS))
+def test_under_the_documented_mocks_a_component_stops_with_one_message_naming_the_projects_mocks(case):
+    program, config = PROGRAMS[case]
+    with pytest.raises(Exception) as caught:
+        as_a_user(DocumentedMocks(), program, config)
+    error = caught.value
+    assert isinstance(error, pulumi.RunError), f"a bare {type(error).__name__}: {error}"
+    assert "pulumi.runtime.set_mocks(gemma4_t4.testing.ProviderMocks(), preview=False)" in str(error)
+
+
+@pytest.mark.parametrize("case", list(PROGRAMS))
+def test_under_the_projects_mocks_the_same_program_builds(case, monkeypatch):
+    monkeypatch.setenv("AWS_REGION", "us-east-2")  # where the provider reads a region besides aws:region
+    program, config = PROGRAMS[case]
+    found = as_a_user(ProviderMocks(), program, config)
+    assert found["target"] and "None" not in found["connect"]
+    if "TTL" in case:
+        assert found["deletes_at"] == "2030-01-01T08:00:00Z", "the clock's time plus the TTL"

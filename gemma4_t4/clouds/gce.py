@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..components import provider_answers as answers
@@ -11,54 +10,14 @@ from ..components.config import GceT4ServerSettings, gce_name
 from ..core import capacity, lifecycle, preflight
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate
-from ..core.plan import MOCK_GCP_PROJECT, Invoke, Plan, ProviderInvokeError
+from ..core.plan import Invoke, Plan
 from ..core.preflight import Check, Needs
 from ..core.targets import GceTarget, Target
+from ..testing import GceWorld as World
 from .base import Cloud, Place
 
 INSTANCE = "gcp:compute/instance:Instance"
 DISK = "gcp:compute/disk:Disk"
-# A disk attached now was attached at some time: RFC3339 as the Compute API writes its timestamps.
-ATTACHED_AT = "2030-01-01T00:00:00.000-08:00"
-
-
-@dataclass
-class World:
-    """What exists in GCE before the program runs, as the provider's invokes read it.
-    disks: name -> {"zone", "sizeGb", "type", "users": [instance self links], "labels", "lastAttachTimestamp"}
-    (the last: when a VM last attached it; default: a time if it has users now, else "" for never attached);
-    forbidden: the deploying account may not read disks (compute.disks.get)."""
-
-    disks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    forbidden: bool = False
-
-    def get_disk(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        name, zone = args["name"], str(args.get("zone") or "")
-        project = args.get("project") or MOCK_GCP_PROJECT
-        if self.forbidden:
-            # source: answers.disk_forbidden (resource_compute_disk.go:1311 -> transport.go:279-280, googleapi's
-            # 403 text from hashicorp/packer#12159), through the bridge and the engine (answers.engine_failure).
-            raise ProviderInvokeError(answers.engine_failure(answers.GET_DISK,
-                                                             answers.disk_forbidden(project, zone, name)))
-        disk = self.disks.get(name)
-        if disk is None or (zone and disk["zone"] != zone):
-            # source: answers.disk_not_found (terraform-provider-google data_source_google_compute_disk.go:58-59
-            # at e03b7622: "<id> not found"), through the bridge and the engine (answers.engine_failure).
-            raise ProviderInvokeError(answers.engine_failure(answers.GET_DISK,
-                                                             answers.disk_not_found(project, zone, name)))
-        link = f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{disk['zone']}"
-        # source: the data source's schema is google_compute_disk's (data_source_google_compute_disk.go:30,
-        # DatasourceSchemaFromResourceSchema): id, name, zone, project, size, type (a self link), users, labels,
-        # and the attach timestamps ("" for a disk never attached: see answers.disk_never_attached).
-        users = list(disk.get("users", []))
-        return {"id": answers.disk_id(project, disk["zone"], name), "name": name,
-                "zone": disk["zone"], "project": project, "size": float(disk["sizeGb"]),
-                "type": f"{link}/diskTypes/{disk['type']}", "users": users,
-                "selfLink": f"{link}/disks/{name}", "labels": disk.get("labels", {}),
-                "lastAttachTimestamp": disk.get("lastAttachTimestamp", ATTACHED_AT if users else ""),
-                "lastDetachTimestamp": disk.get("lastDetachTimestamp", "")}
-
-
 class Gce(Cloud):
     name = "gce"
     title = "Google Compute Engine: an N1 VM with T4s"

@@ -7,7 +7,6 @@ import difflib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from .. import catalog
@@ -18,10 +17,11 @@ from ..core import capacity, ops, preflight
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate, CostItem
 from ..core.lifecycle import SAGEMAKER_NOT_STOPPABLE
-from ..core.plan import MOCK_ACCOUNT, Invoke, Plan, ProviderInvokeError
+from ..core.plan import Invoke, Plan
 from ..core.preflight import Check, Needs
 from ..core.targets import SageMakerTarget, Target, TargetError
 from ..errors import ConfigError, Set, Unset
+from ..testing import AwsWorld as World
 from .base import Cloud, Place, Secret
 
 ENDPOINT_CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
@@ -75,38 +75,6 @@ def endpoint_variable(service: str) -> str | None:
         return None
     service_id = botocore.session.get_session().get_service_model(client).service_id
     return f"AWS_ENDPOINT_URL_{service_id.hyphenize().replace('-', '_').upper()}"
-
-
-# The region the plan's mocks make resources in (core.plan.mock_state's ARNs and URLs).
-MOCK_REGION = "us-east-2"
-
-
-@dataclass
-class World:
-    """What exists in the AWS account before the program runs, as the provider's invokes read it.
-    repositories: the ECR repositories by name; denied: the deploying account may not describe them."""
-
-    repositories: set[str] = field(default_factory=set)
-    denied: bool = False
-
-    def get_repository(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        name = args["name"]
-        if self.denied:
-            # source: answers.repository_access_denied (repository_data_source.go's AppendErrorf over the AWS
-            # SDK for Go v2's text), through the bridge and the engine (answers.engine_failure).
-            raise ProviderInvokeError(answers.engine_failure(
-                answers.GET_REPOSITORY, answers.repository_access_denied(name, MOCK_ACCOUNT, MOCK_REGION)))
-        if name not in self.repositories:
-            # source: answers.repository_not_found (terraform-provider-aws repository_data_source.go:
-            # "reading ECR Repository (%s): %s" over retry.NotFoundError's "couldn't find resource").
-            raise ProviderInvokeError(answers.engine_failure(answers.GET_REPOSITORY,
-                                                             answers.repository_not_found(name)))
-        # source: aws_ecr_repository's data source schema (repository_data_source.go): arn, name, registry_id,
-        # repository_url, image_tag_mutability, most_recent_image_tags, tags.
-        return {"id": name, "name": name, "registryId": MOCK_ACCOUNT,
-                "arn": f"arn:aws:ecr:{MOCK_REGION}:{MOCK_ACCOUNT}:repository/{name}",
-                "repositoryUrl": f"{MOCK_ACCOUNT}.dkr.ecr.{MOCK_REGION}.amazonaws.com/{name}",
-                "imageTagMutability": "IMMUTABLE", "mostRecentImageTags": [], "tags": {"app": "gemma4-t4"}}
 
 
 def _refuse_unknown_provider_keys(config: Mapping[str, Any]) -> None:

@@ -261,15 +261,17 @@ _PROGRAM_LOCK = threading.Lock()
 
 
 def run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
-                invokes: Mapping[str, Invoke] | None = None, program: Callable[[], Any] | None = None) -> Plan:
+                invokes: Mapping[str, Invoke] | None = None, program: Callable[[], Any] | None = None,
+                mocks: Any = None) -> Plan:
     """``_run_program`` from any thread, one program at a time, each on an event loop of its own:
     Pulumi's runtime needs a current loop, a front end's worker thread has none, and asking for
-    the main thread's implicit one is deprecated (Python 3.12 warns, 3.14 raises)."""
+    the main thread's implicit one is deprecated (Python 3.12 warns, 3.14 raises). MOCKS: a
+    pulumi.runtime.Mocks that answers instead (gemma4_t4.testing.ProviderMocks), INVOKES then unused."""
     with _PROGRAM_LOCK:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         try:
-            return _run_program(stack, config, plan, invokes or {}, program or _stack_program)
+            return _run_program(stack, config, plan, invokes or {}, program or _stack_program, mocks)
         except KeyboardInterrupt:
             # Ctrl-C: the program's tasks end with it; asyncio would print each one's traceback
             # ("Task exception was never retrieved") when it is collected. The caller says it once.
@@ -285,7 +287,7 @@ def _stack_program() -> None:
 
 
 def _run_program(stack: str, config: dict[str, Any], plan: Plan | None, invokes: Mapping[str, Invoke],
-                 program: Callable[[], Any]) -> Plan:
+                 program: Callable[[], Any], answering: Any = None) -> Plan:
     """Run PROGRAM (default: the stack program) under fresh mocks, recording into ``plan``. Raises
     whatever the program raises (a refused config raises ConfigError); ``plan`` then shows what had
     been registered by then."""
@@ -297,9 +299,13 @@ def _run_program(stack: str, config: dict[str, Any], plan: Plan | None, invokes:
 
     class Mocks(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+            if answering is not None:
+                return answering.new_resource(args)
             return mock_state(args.typ, args.name, args.inputs, _suffix(stack, args.typ, args.name))
 
         def call(self, args: pulumi.runtime.MockCallArgs):
+            if answering is not None:
+                return answering.call(args)
             # The providers' functions the program may call before anything exists: each one a
             # stand-in with its source. (Others answer empty, as an unknown token did before the
             # clouds gave their stand-ins; a component's call to one shows in its test.)
