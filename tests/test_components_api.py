@@ -5,7 +5,10 @@ AWS provider the program passes, its region read through the provider's own getR
 from __future__ import annotations
 
 import asyncio
+import os
 import re
+import subprocess
+import sys
 
 import pulumi
 import pulumi_aws
@@ -191,3 +194,16 @@ def test_under_the_projects_mocks_the_same_program_builds(case, monkeypatch):
     assert found["target"] and "None" not in found["connect"]
     if "TTL" in case:
         assert found["deletes_at"] == "2030-01-01T08:00:00Z", "the clock's time plus the TTL"
+
+
+def test_the_readmes_unit_test_example_runs_as_written(tmp_path):
+    """The README's snippet beside "Use it from your program", run as a user's test file in a fresh interpreter."""
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("```python\nimport pulumi\nfrom gemma4_t4.testing import ProviderMocks")
+    block = readme[start:].split("\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "test_user.py"
+    script.write_text(block + "\ntest_both_servers()\nprint('built')\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("AWS_REGION", None)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("built"), done.stderr[-3000:]
