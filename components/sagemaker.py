@@ -55,7 +55,7 @@ from .base import (
     type_token,
     with_alias,
 )
-from .config import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, validate
+from .config import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region, validate
 from .image_build import TuringImage, image_tag, kept_repository_name, refuse_unkeeping
 from .serving import check_serving
 
@@ -306,7 +306,11 @@ class SageMakerT4Endpoint(T4ServingComponent):
         provider = provider_for("aws", opts)
         # Everything a refusal needs is checked before anything is registered.
         with refusals(SageMakerT4EndpointArgs.__name__):
-            region = args.get("region") or provider_region(provider, opts)
+            if given := args.get("region"):
+                # The provider checks its own region (unless told not to); the component checks the one it is given.
+                check_sagemaker_region(given, (" (a region newer than botocore: give it to the AWS provider in opts, "
+                                               "with skip_region_validation)",))
+            region = given or provider_region(provider, opts)
             settings = validate(SageMakerT4EndpointSettings, {**args, "region": region})
             plan = check_serving(settings, settings.gpu)
             ttl = settings.ttl()

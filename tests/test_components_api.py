@@ -42,10 +42,34 @@ def test_a_refusal_names_the_python_argument_and_the_fix_in_python():
     assert str(error).startswith("max_model_len: 999,999 tokens exceeds")
 
 
-def test_an_argument_the_component_does_not_have_is_refused_by_name():
-    error = refused(lambda: GceT4Server("llm", {"max_modellen": 8192}))
-    assert error.key == "max_modellen" and "is not a setting of this component" in error.problem
-    assert error.fix == "leave max_modellen out of GceT4ServerArgs"
+@pytest.mark.parametrize(("given", "named"), [("max_modellen", "max_modellen"), ("maxModelLn", "max_model_ln"),
+                                              ("maxmodellen", "maxmodellen")])
+def test_an_argument_the_component_does_not_have_is_refused_with_the_one_it_means(given, named):
+    """Either spelling the Args take (snake_case, or the schema's camelCase): the suggestion in Python's."""
+    error = refused(lambda: GceT4Server("llm", {given: 8192}))
+    assert error.key == named
+    assert "is not a setting of this component" in error.problem
+    assert error.fix.endswith("; did you mean GceT4ServerArgs(max_model_len=8192)?")
+
+
+def test_an_argument_near_no_setting_is_refused_without_a_guess():
+    error = refused(lambda: GceT4Server("llm", {"colour": "blue"}))
+    assert error.fix == "leave colour out of GceT4ServerArgs"
+
+
+def test_a_region_sagemaker_does_not_have_is_refused_as_the_stack_refuses_it(refused_stack):
+    error = refused(lambda: SageMakerT4Endpoint("api", {"region": "us-east-9"}))
+    stack_error, _ = refused_stack("sagemaker-t4", "aws:region=us-east-9")
+    assert error.problem == stack_error.problem and "did you mean us-east-2?" in error.problem
+    assert error.fix.startswith("SageMakerT4EndpointArgs(region='us-east-2')")
+    assert stack_error.fix.startswith("pulumi config set aws:region us-east-2")
+
+
+def test_a_subnetwork_in_another_region_than_the_zone_is_refused():
+    subnet = "https://www.googleapis.com/compute/v1/projects/p/regions/us-central1/subnetworks/mine"
+    error = refused(lambda: GceT4Server("llm", {"network": "projects/p/global/networks/mine", "subnetwork": subnet}))
+    assert error.key == "subnetwork" and "is in us-central1, and zone us-west2-b is in us-west2" in error.problem
+    assert error.fix.startswith("GceT4ServerArgs(zone='us-central1-")
 
 
 def test_two_servers_in_one_stack_have_their_own_names():

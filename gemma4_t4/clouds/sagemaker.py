@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 from .. import catalog
 from ..catalog import CODEBUILD_COMPUTE_TYPE, PULUMI_AWS_CONFIG_KEYS, PULUMI_AWS_LEGACY_CONFIG_KEYS
 from ..components import provider_answers as answers
-from ..components.config import SageMakerT4EndpointSettings
+from ..components.config import SageMakerT4EndpointSettings, check_sagemaker_region
 from ..core import capacity, ops, preflight
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate, CostItem
@@ -90,22 +90,6 @@ def _refuse_unknown_provider_keys(config: Mapping[str, Any]) -> None:
                           (Unset(key), " && ", Set(f"aws:{close[0]}")) if close else Unset(key))
 
 
-def _refuse_unknown_region(region: str) -> None:
-    """A region SageMaker has, by botocore's endpoint data (the regions the SDK knows, every partition)."""
-    import botocore.session
-
-    session = botocore.session.get_session()
-    regions = {r for partition in session.get_available_partitions()
-               for r in session.get_available_regions("sagemaker", partition)}
-    if region in regions:
-        return
-    close = difflib.get_close_matches(region, sorted(regions), n=1, cutoff=0.6)
-    raise ConfigError("aws:region", f"{region!r} is not a region SageMaker has (botocore's endpoint data)"
-                      + (f"; did you mean {close[0]}?" if close else ""),
-                      (Set("aws:region", close[0] if close else "us-east-2"),
-                       " (a region newer than botocore: ", Set("aws:skipRegionValidation", "true"), ")"))
-
-
 def image_costs(plan: Plan) -> list[CostItem]:
     """The image's costs beside the endpoint's hours: the CodeBuild minutes of each `up` that builds, the
     base pulled from another region's registry by that build, and the image's ECR storage while the stack is
@@ -165,7 +149,8 @@ class SageMaker(Cloud):
         if not region:
             raise ConfigError("aws:region", "is not set", Set("aws:region", "us-east-2"))
         if str(config.get("aws:skipRegionValidation") or "").lower() != "true":
-            _refuse_unknown_region(region)
+            check_sagemaker_region(region, (" (a region newer than botocore: ",
+                                            Set("aws:skipRegionValidation", "true"), ")"))
         args: dict[str, Any] = {"region": region}
         if config.get("aws:profile"):
             args["profile"] = str(config["aws:profile"])
