@@ -24,7 +24,7 @@ from typing import Any
 import pulumi
 
 from .components import provider_answers as answers
-from .core.plan import MOCK_ACCOUNT, MOCK_GCP_PROJECT, Invoke, ProviderInvokeError, mock_state
+from .core.plan import MOCK_ACCOUNT, Invoke, ProviderInvokeError, gcp_project, mock_state
 
 GET_REGION = "aws:index/getRegion:getRegion"
 
@@ -45,7 +45,7 @@ class GceWorld:
 
     def get_disk(self, args: Mapping[str, Any]) -> dict[str, Any]:
         name, zone = args["name"], str(args.get("zone") or "")
-        project = args.get("project") or MOCK_GCP_PROJECT
+        project = args.get("project") or gcp_project()
         if self.forbidden:
             # source: answers.disk_forbidden (resource_compute_disk.go:1311 -> transport.go:279-280, googleapi's
             # 403 text from hashicorp/packer#12159), through the bridge and the engine (answers.engine_failure).

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from .. import catalog
 from ..components import provider_answers as answers
 from ..components.config import GceT4ServerSettings, gce_name
 from ..core import capacity, lifecycle, preflight
@@ -13,11 +14,30 @@ from ..core.cost import CostEstimate
 from ..core.plan import Invoke, Plan
 from ..core.preflight import Check, Needs
 from ..core.targets import GceTarget, Target
+from ..errors import PROJECT, ConfigError, Set, Unset
 from ..testing import GceWorld as World
-from .base import Cloud, Place
+from .base import Cloud, Place, refuse_unknown_provider_keys
 
 INSTANCE = "gcp:compute/instance:Instance"
 DISK = "gcp:compute/disk:Disk"
+def refuse_other_place(config: Mapping[str, Any]) -> None:
+    """gcp:zone and gcp:region, the provider's defaults for a resource that names none, where they disagree with
+    gemma4-t4:zone. Refused rather than honoured: every resource of the stack names its zone or region (from
+    gemma4-t4:zone, which Pulumi.yaml's default always sets, so "unset" cannot be told from the default), the
+    zone is checked against the T4 zones and the retained data disk is found by it; one key decides the place."""
+    zone = str(config.get(f"{PROJECT}:zone") or "").strip()
+    region = catalog.region_of(zone) if zone else ""
+    for key, wanted in (("gcp:zone", zone), ("gcp:region", region)):
+        given = str(config.get(key) or "").strip()
+        if not given or not wanted or given == wanted:
+            continue
+        t4_zones = sorted(z for z in catalog.GCE_T4_ZONES if z == given or catalog.region_of(z) == given)
+        move = (" && ", Set("zone", t4_zones[0])) if t4_zones else ()
+        raise ConfigError(key, f"is {given}, and this stack puts every resource in {PROJECT}:zone {zone} "
+                          f"(region {region}): the provider's default {key.split(':')[1]} is used by none of them",
+                          (Unset(key), *move, " (the stack's place is gemma4-t4:zone alone)"))
+
+
 class Gce(Cloud):
     name = "gce"
     title = "Google Compute Engine: an N1 VM with T4s"
@@ -40,6 +60,11 @@ class Gce(Cloud):
         # PROJECT-STACK: the VM's and the data disk's names since the first release, so a deployed
         # stack keeps both (and finds its retained disk again).
         return gce_name(f"{project}-{stack}")
+
+    def provider_args(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        refuse_unknown_provider_keys(config, "gcp", catalog.PULUMI_GCP_CONFIG_KEYS, "GCP")
+        refuse_other_place(config)
+        return {}
 
     def mock_invokes(self, world: World | None) -> dict[str, Invoke]:
         return {answers.GET_DISK: (world or World()).get_disk}

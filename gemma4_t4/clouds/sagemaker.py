@@ -3,7 +3,6 @@ sagemaker-runtime. The region and the credentials are the AWS provider's (stack 
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 from collections.abc import Mapping
@@ -20,9 +19,9 @@ from ..core.lifecycle import SAGEMAKER_NOT_STOPPABLE
 from ..core.plan import Invoke, Plan
 from ..core.preflight import Check, Needs
 from ..core.targets import SageMakerTarget, Target, TargetError
-from ..errors import ConfigError, Set, Unset
+from ..errors import ConfigError, Set
 from ..testing import AwsWorld as World
-from .base import Cloud, Place, Secret
+from .base import Cloud, Place, Secret, refuse_unknown_provider_keys
 
 ENDPOINT_CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
 CODEBUILD_PROJECT = "aws:codebuild/project:Project"
@@ -75,19 +74,6 @@ def endpoint_variable(service: str) -> str | None:
         return None
     service_id = botocore.session.get_session().get_service_model(client).service_id
     return f"AWS_ENDPOINT_URL_{service_id.hyphenize().replace('-', '_').upper()}"
-
-
-def _refuse_unknown_provider_keys(config: Mapping[str, Any]) -> None:
-    """A typo in an aws:* key is ignored by the provider: aws:regoin leaves everything in the default region."""
-    known = PULUMI_AWS_CONFIG_KEYS | PULUMI_AWS_LEGACY_CONFIG_KEYS
-    for key in config:
-        name = key.partition(":")[2]
-        if not key.startswith("aws:") or name in known:
-            continue
-        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-        hint = f"; did you mean aws:{close[0]}?" if close else ""
-        raise ConfigError(key, f"is not a setting of the AWS provider, which would ignore it{hint}",
-                          (Unset(key), " && ", Set(f"aws:{close[0]}")) if close else Unset(key))
 
 
 def image_costs(plan: Plan) -> list[CostItem]:
@@ -144,7 +130,7 @@ class SageMaker(Cloud):
         return stack.lower()
 
     def provider_args(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        _refuse_unknown_provider_keys(config)
+        refuse_unknown_provider_keys(config, "aws", PULUMI_AWS_CONFIG_KEYS | PULUMI_AWS_LEGACY_CONFIG_KEYS, "AWS")
         region = str(config.get("aws:region") or "").strip()
         if not region:
             raise ConfigError("aws:region", "is not set", Set("aws:region", "us-east-2"))

@@ -201,6 +201,13 @@ class ProviderInvokeError(grpc.RpcError):
         return self._details
 
 
+def gcp_project() -> str:
+    """The project the default GCP provider makes resources in: the program's gcp:project (mocks: else one)."""
+    import pulumi
+
+    return pulumi.Config("gcp").get("project") or MOCK_GCP_PROJECT
+
+
 def _physical_name_key(typ: str) -> str:
     """The input that holds a resource's physical name (S3 names buckets by `bucket`)."""
     return "bucket" if typ == "aws:s3/bucket:Bucket" else "name"
@@ -217,9 +224,10 @@ def mock_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> t
     if provider == "gcp":
         kind = typ.rsplit(":", 1)[-1].lower()
         where = f"zones/{inputs['zone']}" if "zone" in inputs else "global"
-        resource_id = f"projects/{MOCK_GCP_PROJECT}/{where}/{kind}s/{physical}"
+        project = inputs.get("project") or gcp_project()
+        resource_id = f"projects/{project}/{where}/{kind}s/{physical}"
         computed["selfLink"] = f"https://www.googleapis.com/compute/v1/{resource_id}"
-        computed["project"] = MOCK_GCP_PROJECT  # from the provider's gcp:project
+        computed["project"] = project  # the resource's, else the provider's gcp:project
     elif provider == "aws":
         resource_id = physical
         service, _, kind = typ.split(":", 1)[1].partition("/")
