@@ -120,6 +120,14 @@ def _no_region() -> ProviderInvokeError:
         "aws:region <value>`."))
 
 
+def default_provider_region(args: Mapping[str, Any]) -> dict[str, Any]:
+    """getRegion of the default AWS provider: the program's aws:region, else AWS_REGION or AWS_DEFAULT_REGION."""
+    region = pulumi.Config("aws").get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if not region:
+        raise _no_region()
+    return _region_answer(region)
+
+
 class ProviderMocks(pulumi.runtime.Mocks):
     """Pulumi's mocks, answering as the GCP, AWS and Command providers do. GCE and AWS: what exists before the
     program runs (default: nothing, a first `pulumi up`); INVOKES: more provider functions, by token, each an
@@ -143,12 +151,12 @@ class ProviderMocks(pulumi.runtime.Mocks):
         suffix = hashlib.sha256(f"{pulumi.get_stack()}|{args.typ}|{args.name}".encode()).hexdigest()[:7]
         return mock_state(args.typ, args.name, inputs, suffix)
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[Any, Any]:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         if args.token == GET_REGION and args.token not in self.invokes:
-            return _region_answer(self.provider_region(args.provider))
+            return _region_answer(self.provider_region(args.provider)), []
         handler = self.invokes.get(args.token)
         # Another function answers empty: the components call none but these.
-        return handler(dict(args.args)) if handler is not None else {}
+        return (handler(dict(args.args)) if handler is not None else {}), []
 
     def provider_region(self, reference: str) -> str:
         """The region of the provider REFERENCE names (URN::ID; empty: the default provider): its region input,
@@ -157,11 +165,12 @@ class ProviderMocks(pulumi.runtime.Mocks):
         urn = reference.rsplit("::", 1)[0] if reference else ""
         name = urn.rsplit("::", 1)[-1] if urn else ""
         explicit = self.providers.get(name) if name and not name.startswith("default") else None
-        region = explicit.get("region") if explicit is not None else pulumi.Config("aws").get("region")
-        region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        if explicit is None:
+            return str(default_provider_region({})["region"])
+        region = explicit.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         if not region:
             raise _no_region()
         return str(region)
 
 
-__all__ = ["GET_REGION", "AwsWorld", "GceWorld", "ProviderInvokeError", "ProviderMocks"]
+__all__ = ["GET_REGION", "AwsWorld", "GceWorld", "ProviderInvokeError", "ProviderMocks", "default_provider_region"]

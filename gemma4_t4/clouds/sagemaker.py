@@ -20,6 +20,7 @@ from ..core.plan import Invoke, Plan
 from ..core.preflight import Check, Needs
 from ..core.targets import SageMakerTarget, Target, TargetError
 from ..errors import ConfigError, Set
+from ..testing import GET_REGION, default_provider_region
 from ..testing import AwsWorld as World
 from .base import Cloud, Place, Secret, refuse_unknown_provider_keys
 
@@ -134,10 +135,13 @@ class SageMaker(Cloud):
         region = str(config.get("aws:region") or "").strip()
         if not region:
             raise ConfigError("aws:region", "is not set", Set("aws:region", "us-east-2"))
+        args: dict[str, Any] = {}
         if str(config.get("aws:skipRegionValidation") or "").lower() != "true":
             check_sagemaker_region(region, (" (a region newer than botocore: ",
                                             Set("aws:skipRegionValidation", "true"), ")"))
-        args: dict[str, Any] = {"region": region}
+            args["region"] = region
+        # else the component asks the provider its region, as it does for a region it is not given: it checks
+        # only a region given to it.
         if config.get("aws:profile"):
             args["profile"] = str(config["aws:profile"])
         if env := build_environment(config):
@@ -145,7 +149,7 @@ class SageMaker(Cloud):
         return args
 
     def mock_invokes(self, world: World | None) -> dict[str, Invoke]:
-        return {answers.GET_REPOSITORY: (world or World()).get_repository}
+        return {answers.GET_REPOSITORY: (world or World()).get_repository, GET_REGION: default_provider_region}
 
     def target(self, stack: str, outputs: Mapping[str, Any]) -> Target:
         target = outputs["target"]
