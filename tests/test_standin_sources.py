@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-CLOUDS = sorted((REPO / "gemma4_t4" / "clouds").glob("*.py")) + [REPO / "gemma4_t4" / "testing.py"]
+CLOUDS = [*sorted((REPO / "gemma4_t4" / "clouds").glob("*.py")), REPO / "gemma4_t4" / "testing.py"]
 STANDINS = sorted((REPO / "tests").glob("*_standin.py"))
 FIXTURES = REPO / "tests" / "fixtures"
 # Calls that send an answer: a provider invoke's error, an HTTP body.
