@@ -102,7 +102,6 @@ class AwsWorld:
                 "imageTagMutability": "IMMUTABLE", "mostRecentImageTags": [], "tags": {"app": "gemma4-t4"}}
 
 
-
 def _region_answer(region: str) -> dict[str, Any]:
     # source: terraform-provider-aws internal/service/meta/region_data_source.go: without arguments the data source
     # answers the region the provider is configured with (id, name and region, the last two the same), from the
