@@ -23,6 +23,7 @@ import re
 
 GET_DISK = "gcp:compute/getDisk:getDisk"
 GET_REPOSITORY = "aws:ecr/getRepository:getRepository"
+GET_REGION = "aws:index/getRegion:getRegion"
 
 
 def engine_failure(token: str, message: str) -> str:

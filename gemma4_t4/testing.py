@@ -26,7 +26,7 @@ import pulumi
 from .components import provider_answers as answers
 from .core.plan import MOCK_ACCOUNT, Invoke, ProviderInvokeError, gcp_project, mock_state
 
-GET_REGION = "aws:index/getRegion:getRegion"
+GET_REGION = answers.GET_REGION
 
 
 # A disk attached now was attached at some time: RFC3339 as the Compute API writes its timestamps.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import catalog
 from ..components import provider_answers as answers
@@ -15,8 +15,10 @@ from ..core.plan import Invoke, Plan
 from ..core.preflight import Check, Needs
 from ..core.targets import GceTarget, Target
 from ..errors import PROJECT, ConfigError, Set, Unset
-from ..testing import GceWorld as World
 from .base import Cloud, Place, refuse_unknown_provider_keys
+
+if TYPE_CHECKING:
+    from ..testing import GceWorld as World
 
 INSTANCE = "gcp:compute/instance:Instance"
 DISK = "gcp:compute/disk:Disk"
@@ -67,6 +69,8 @@ class Gce(Cloud):
         return {}
 
     def mock_invokes(self, world: World | None) -> dict[str, Invoke]:
+        from ..testing import GceWorld as World
+
         return {answers.GET_DISK: (world or World()).get_disk}
 
     def target(self, stack: str, outputs: Mapping[str, Any]) -> Target:
@@ -109,3 +113,13 @@ class Gce(Cloud):
 
 
 GCE = Gce()
+
+
+def __getattr__(name: str) -> Any:
+    """World: what exists before the program runs (gemma4_t4.testing's), loaded on first use, so the operator
+    commands import no Pulumi SDK until they run the plan."""
+    if name == "World":
+        from ..testing import GceWorld
+
+        return GceWorld
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import catalog
 from ..catalog import CODEBUILD_COMPUTE_TYPE, PULUMI_AWS_CONFIG_KEYS, PULUMI_AWS_LEGACY_CONFIG_KEYS
@@ -20,9 +20,10 @@ from ..core.plan import Invoke, Plan
 from ..core.preflight import Check, Needs
 from ..core.targets import SageMakerTarget, Target, TargetError
 from ..errors import ConfigError, Set
-from ..testing import GET_REGION, default_provider_region
-from ..testing import AwsWorld as World
 from .base import Cloud, Place, Secret, refuse_unknown_provider_keys
+
+if TYPE_CHECKING:
+    from ..testing import AwsWorld as World
 
 ENDPOINT_CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
 CODEBUILD_PROJECT = "aws:codebuild/project:Project"
@@ -149,7 +150,11 @@ class SageMaker(Cloud):
         return args
 
     def mock_invokes(self, world: World | None) -> dict[str, Invoke]:
-        return {answers.GET_REPOSITORY: (world or World()).get_repository, GET_REGION: default_provider_region}
+        from ..testing import AwsWorld as World
+        from ..testing import default_provider_region
+
+        return {answers.GET_REPOSITORY: (world or World()).get_repository,
+                answers.GET_REGION: default_provider_region}
 
     def target(self, stack: str, outputs: Mapping[str, Any]) -> Target:
         target = outputs["target"]
@@ -204,3 +209,13 @@ class SageMaker(Cloud):
 
 
 SAGEMAKER = SageMaker()
+
+
+def __getattr__(name: str) -> Any:
+    """World: what exists before the program runs (gemma4_t4.testing's), loaded on first use, so the operator
+    commands import no Pulumi SDK until they run the plan."""
+    if name == "World":
+        from ..testing import AwsWorld
+
+        return AwsWorld
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
