@@ -15,6 +15,7 @@ import pulumi
 from gemma4_t4.contract import OUTPUTS
 from gemma4_t4.errors import PROJECT, ConfigError, FrontEnd, PythonArgs
 
+from . import provider_answers as answers
 from .config import DType
 
 # The package's type tokens: `gemma4-t4:index:<ClassName>`, the form Pulumi's component analyzer requires.
@@ -48,6 +49,26 @@ def refusals(args_type: str) -> Iterator[None]:
         yield
     except ConfigError as error:
         raise InvalidArgs.of(error, PythonArgs(args_type)) from None
+
+
+class NotAProviderAnswer(pulumi.RunError):
+    """A value no provider or local command ever answers (a missing computed output, a clock that is no time):
+    the program runs under Pulumi mocks that answer otherwise. One message, naming the mocks that answer as the
+    providers do; a RunError, so Pulumi reports it without a traceback."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}: {answers.USE_PROVIDER_MOCKS}")
+
+
+def answered(output: pulumi.Output[Any], what: str) -> pulumi.Output[Any]:
+    """OUTPUT, a computed output its provider always sets (WHAT names it); refused when it is empty."""
+
+    def check(value: Any) -> Any:
+        if value is None or value == "":
+            raise NotAProviderAnswer(f"{what} has no value, which its provider always sets")
+        return value
+
+    return output.apply(check)
 
 
 def provider_for(package: str, opts: pulumi.ResourceOptions | None) -> pulumi.ProviderResource | None:

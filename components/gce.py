@@ -116,9 +116,9 @@ def _disk_answer(found: Any, name: str, zone: str) -> dict[str, Any]:
     if not found.id:
         # The provider never answers a lookup without an id (a missing disk is the error above); a mock
         # that answers {} would make every stack look new.
-        raise ConfigError("retainDataDisk", f"{answers.GET_DISK} answered without a disk id for {name} in {zone}",
-                          f"answer a missing disk as the provider does, with the error "
-                          f"'{answers.disk_not_found('PROJECT', zone, name)}' ({answers.MOCK_FAILURE})")
+        raise ConfigError("retainDataDisk", f"{answers.GET_DISK} answered without a disk id for {name} in {zone}, "
+                          "which the provider never does (a missing disk is its error "
+                          f"'{answers.disk_not_found('PROJECT', zone, name)}')", answers.USE_PROVIDER_MOCKS)
     labels = dict(found.labels or {})
     # The provider's id is projects/P/zones/Z/disks/NAME (answers.disk_id): P is the project even when the
     # provider's default project chose it.
@@ -342,7 +342,9 @@ class GceT4Server(T4ServingComponent):
     memory_plan: pulumi.Output[MemoryPlan] | None
     """What vLLM will find on each GPU at start-up; absent for a model that was not sized."""
 
-    def __init__(self, name: str, args: GceT4ServerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+    # args: {} when omitted (read, never changed); Pulumi's analyzer reads its annotation as the package's inputs.
+    def __init__(self, name: str, args: GceT4ServerArgs = {},  # noqa: B006
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         # Everything a refusal needs is checked before anything is registered: a refused setting
         # creates no resource.
         with refusals(GceT4ServerArgs.__name__):

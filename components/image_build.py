@@ -27,7 +27,7 @@ from gemma4_t4.errors import ConfigError, Set
 from . import guest
 from . import provider_answers as answers
 from .aws_iam import account_of, codebuild_trust, service_role
-from .base import provider_for, refusals, type_token, with_alias
+from .base import answered, provider_for, refusals, type_token, with_alias
 from .config.schema import AWS_REGION, ImageBuilder
 from .local_step import python_step
 
@@ -110,9 +110,9 @@ def kept_repository_exists(name: str, invoke: pulumi.InvokeOptions) -> bool:
                           "AmazonEC2ContainerRegistryReadOnly policy), or check the AWS provider's region and "
                           "profile") from None
     if not found.repository_url:
-        raise ConfigError("keepImages", f"{answers.GET_REPOSITORY} answered without a repository for {name}",
-                          f"answer a missing repository as the provider does, with the error "
-                          f"'{answers.repository_not_found(name)}' ({answers.MOCK_FAILURE})")
+        raise ConfigError("keepImages", f"{answers.GET_REPOSITORY} answered without a repository for {name}, "
+                          "which the provider never does (a missing repository is its error "
+                          f"'{answers.repository_not_found(name)}')", answers.USE_PROVIDER_MOCKS)
     return True
 
 
@@ -200,7 +200,9 @@ class TuringImage(pulumi.ComponentResource):
         self.tag = pulumi.Output.from_input(tag)
         self.repository_url = repository.repository_url
         self.repository_arn = repository.arn
-        self.image_uri = pulumi.Output.concat(repository.repository_url, "@", self.build.stdout)
+        self.image_uri = pulumi.Output.concat(
+            answered(repository.repository_url, f"the ECR repository {name}-repo's repositoryUrl"), "@",
+            answered(self.build.stdout, "the image build step's stdout (the image digest)"))
         self.register_outputs({"repository_url": self.repository_url, "repository_arn": self.repository_arn,
                                "image_uri": self.image_uri, "tag": self.tag})
 
@@ -232,9 +234,9 @@ class TuringImage(pulumi.ComponentResource):
         base_repository_arn = _ecr_repository_arn(base_image)
         role, role_policy = service_role(f"{name}-build-role", "codebuild.amazonaws.com", [
             {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-             "Resource": pulumi.Output.concat(log_group.arn, ":*")},
+             "Resource": pulumi.Output.concat(answered(log_group.arn, f"the log group {name}-build-logs's arn"), ":*")},
             {"Sid": "Context", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
-             "Resource": pulumi.Output.concat(bucket.arn, "/context/*")},
+             "Resource": pulumi.Output.concat(answered(bucket.arn, f"the bucket {name}-context's arn"), "/context/*")},
             # What AWS's reference CodeBuild service role allows on a source bucket besides reading objects
             # (docs.aws.amazon.com/codebuild/latest/userguide/setting-up-service-role.html, read 2026-12-04).
             {"Sid": "ContextBucket", "Effect": "Allow", "Action": ["s3:GetBucketAcl", "s3:GetBucketLocation"],

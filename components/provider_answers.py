@@ -23,6 +23,7 @@ import re
 
 GET_DISK = "gcp:compute/getDisk:getDisk"
 GET_REPOSITORY = "aws:ecr/getRepository:getRepository"
+GET_REGION = "aws:index/getRegion:getRegion"
 
 
 def engine_failure(token: str, message: str) -> str:
@@ -81,7 +82,10 @@ def disk_forbidden(project: str, zone: str, name: str) -> str:
 # mock that raises instead crashes the program. So the provider's message is matched at the end of the text,
 # or before that one suffix.
 _END = r"(?: \(\w*\))?$"
-MOCK_FAILURE = 'a Pulumi mock: return ({}, [("", that text)]) from call()'
+# What a program's unit tests use instead of mocks that answer otherwise (Pulumi's documented generic ones:
+# new_resource -> [name + "_id", inputs], call -> {}): the project's mocks, which answer as the providers do.
+USE_PROVIDER_MOCKS = ("under Pulumi's unit-test mocks, use the ones that answer as the providers do: "
+                      "pulumi.runtime.set_mocks(gemma4_t4.testing.ProviderMocks(), preview=False)")
 
 
 

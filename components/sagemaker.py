@@ -42,9 +42,19 @@ import pulumi_command as command
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set
 
+from . import provider_answers as answers
 from .aws_iam import account_of, sagemaker_trust, scheduler_trust, service_role
-from .base import MemoryPlan, ServingArgs, T4ServingComponent, provider_for, refusals, type_token, with_alias
-from .config import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, validate
+from .base import (
+    MemoryPlan,
+    NotAProviderAnswer,
+    ServingArgs,
+    T4ServingComponent,
+    provider_for,
+    refusals,
+    type_token,
+    with_alias,
+)
+from .config import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region, validate
 from .image_build import TuringImage, image_tag, kept_repository_name, refuse_unkeeping
 from .local_step import python_step
 from .serving import check_serving
@@ -156,17 +166,36 @@ def fallback_instance_types(instance_type: str) -> list[str]:
     return sorted(same, key=lambda t: catalog.SAGEMAKER_INSTANCE_TYPES[t].vcpus)
 
 
-def one_time_expression(at: str, after: timedelta) -> str:
+def clock_time(printed: str | None, step: str) -> datetime:
+    """The UTC time the clock step STEP printed (CLOCK: YYYY-MM-DDTHH:MM:SSZ, what `date -u` always prints);
+    anything else is a mock's answer, refused with the mocks that answer as `date` does."""
+    try:
+        return datetime.fromisoformat(str(printed).strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise NotAProviderAnswer(f"the clock step {step} printed {printed!r}, which `{CLOCK}` never prints") from None
+
+
+def one_time_expression(at: str, after: timedelta, step: str = "clock") -> str:
     """Scheduler's at(...) for AFTER past the UTC time AT (YYYY-MM-DDTHH:MM:SSZ)."""
-    when = datetime.fromisoformat(at.replace("Z", "+00:00")) + after
+    when = clock_time(at, step) + after
     return f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})"
 
 
 def provider_region(provider: pulumi.ProviderResource | None, opts: pulumi.ResourceOptions | None) -> str:
     """The region the AWS provider makes resources in, as its getRegion answers it: from its own configuration,
-    without an AWS call (terraform-provider-aws, data source aws_region)."""
-    found = aws.get_region(opts=pulumi.InvokeOptions(provider=provider, parent=opts.parent if opts else None))
-    return found.region or found.name or ""
+    without an AWS call (terraform-provider-aws, data source aws_region). The provider always answers one (it
+    does not start without a region), so an empty answer is a mock's."""
+    try:
+        found = aws.get_region(opts=pulumi.InvokeOptions(provider=provider, parent=opts.parent if opts else None))
+    except Exception as error:
+        raise ConfigError("region", f"is not set, and the AWS provider could not say its own: "
+                          f"{answers.provider_message(error)}",
+                          (Set("region", "us-east-2"), " (or give the AWS provider a region: aws:region)")) from None
+    region = found.region or found.name or ""
+    if not region:
+        raise ConfigError("region", "is not set, and aws:index/getRegion:getRegion answered no region, which the AWS "
+                          "provider never does", answers.USE_PROVIDER_MOCKS)
+    return region
 
 
 def default_prefix(name: str) -> str:
@@ -271,15 +300,17 @@ class SageMakerT4Endpoint(T4ServingComponent):
     hf_token_secret_arn: pulumi.Output[str] | None
     """With hfToken: the Secrets Manager secret holding it (the container reads it at start)."""
 
-    def __init__(self, name: str, args: SageMakerT4EndpointArgs, opts: pulumi.ResourceOptions | None = None
-                 ) -> None:
+    # args: {} when omitted (read, never changed); Pulumi's analyzer reads its annotation as the package's inputs.
+    def __init__(self, name: str, args: SageMakerT4EndpointArgs = {},  # noqa: B006
+                 opts: pulumi.ResourceOptions | None = None) -> None:
         provider = provider_for("aws", opts)
         # Everything a refusal needs is checked before anything is registered.
         with refusals(SageMakerT4EndpointArgs.__name__):
-            region = args.get("region") or provider_region(provider, opts)
-            if not region:
-                raise ConfigError("region", "is not set, and the AWS provider has no region either",
-                                  Set("region", "us-east-2"))
+            if given := args.get("region"):
+                # The provider checks its own region (unless told not to); the component checks the one it is given.
+                check_sagemaker_region(given, (" (a region newer than botocore: give it to the AWS provider in opts, "
+                                               "with skip_region_validation)",))
+            region = given or provider_region(provider, opts)
             settings = validate(SageMakerT4EndpointSettings, {**args, "region": region})
             plan = check_serving(settings, settings.gpu)
             ttl = settings.ttl()
@@ -562,7 +593,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
         backstop = aws.scheduler.Schedule(
             f"{name}-ttl-backstop",
             schedule_expression=requested.stdout.apply(lambda at: one_time_expression(
-                at.strip(), CREATE_WAIT + ttl + TTL_BACKSTOP)),
+                at, CREATE_WAIT + ttl + TTL_BACKSTOP, f"{name}-endpoint-requested-at")),
             schedule_expression_timezone="UTC",
             flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
             target=target,
@@ -585,7 +616,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
         not documented."""
         clock = command.local.Command(f"{name}-in-service-at", create=CLOCK, triggers=[endpoint.id],
                                       opts=pulumi.ResourceOptions(parent=self, depends_on=[endpoint]))
-        deletes_at = clock.stdout.apply(lambda up: (datetime.fromisoformat(up.strip().replace("Z", "+00:00")) + ttl)
+        deletes_at = clock.stdout.apply(lambda up: (clock_time(up, f"{name}-in-service-at") + ttl)
                                         .strftime("%Y-%m-%dT%H:%M:%SZ"))
         passed = command.local.Command(
             f"{name}-ttl-passed", create=python_step(TTL_PASSED),

@@ -4,7 +4,11 @@ AWS provider the program passes, its region read through the provider's own getR
 
 from __future__ import annotations
 
+import asyncio
+import os
 import re
+import subprocess
+import sys
 
 import pulumi
 import pulumi_aws
@@ -13,19 +17,16 @@ from conftest import REPO
 
 from gemma4_t4.components import GceT4Server, InvalidArgs, SageMakerT4Endpoint
 from gemma4_t4.core import plan as offline
+from gemma4_t4.testing import ProviderMocks
 
 pytestmark = pytest.mark.components
 
 INSTANCE = "gcp:compute/instance:Instance"
 
 
-def run(program, stack: str = "dev", invokes: dict | None = None) -> offline.Plan:
-    from gemma4_t4 import clouds
-
-    handlers = {}
-    for cloud in clouds.CLOUDS.values():
-        handlers.update(cloud.mock_invokes(None))
-    return offline.run_program(stack, {}, invokes={**handlers, **(invokes or {})}, program=program)
+def run(program, stack: str = "dev", mocks: ProviderMocks | None = None, config: dict | None = None) -> offline.Plan:
+    """PROGRAM under the project's public mocks (gemma4_t4.testing), recorded."""
+    return offline.run_program(stack, config or {}, program=program, mocks=mocks or ProviderMocks())
 
 
 def refused(program) -> InvalidArgs:
@@ -41,10 +42,34 @@ def test_a_refusal_names_the_python_argument_and_the_fix_in_python():
     assert str(error).startswith("max_model_len: 999,999 tokens exceeds")
 
 
-def test_an_argument_the_component_does_not_have_is_refused_by_name():
-    error = refused(lambda: GceT4Server("llm", {"max_modellen": 8192}))
-    assert error.key == "max_modellen" and "is not a setting of this component" in error.problem
-    assert error.fix == "leave max_modellen out of GceT4ServerArgs"
+@pytest.mark.parametrize(("given", "named"), [("max_modellen", "max_modellen"), ("maxModelLn", "max_model_ln"),
+                                              ("maxmodellen", "maxmodellen")])
+def test_an_argument_the_component_does_not_have_is_refused_with_the_one_it_means(given, named):
+    """Either spelling the Args take (snake_case, or the schema's camelCase): the suggestion in Python's."""
+    error = refused(lambda: GceT4Server("llm", {given: 8192}))
+    assert error.key == named
+    assert "is not a setting of this component" in error.problem
+    assert error.fix.endswith("; did you mean GceT4ServerArgs(max_model_len=8192)?")
+
+
+def test_an_argument_near_no_setting_is_refused_without_a_guess():
+    error = refused(lambda: GceT4Server("llm", {"colour": "blue"}))
+    assert error.fix == "leave colour out of GceT4ServerArgs"
+
+
+def test_a_region_sagemaker_does_not_have_is_refused_as_the_stack_refuses_it(refused_stack):
+    error = refused(lambda: SageMakerT4Endpoint("api", {"region": "us-east-9"}))
+    stack_error, _ = refused_stack("sagemaker-t4", "aws:region=us-east-9")
+    assert error.problem == stack_error.problem and "did you mean us-east-2?" in error.problem
+    assert error.fix.startswith("SageMakerT4EndpointArgs(region='us-east-2')")
+    assert stack_error.fix.startswith("pulumi config set aws:region us-east-2")
+
+
+def test_a_subnetwork_in_another_region_than_the_zone_is_refused():
+    subnet = "https://www.googleapis.com/compute/v1/projects/p/regions/us-central1/subnetworks/mine"
+    error = refused(lambda: GceT4Server("llm", {"network": "projects/p/global/networks/mine", "subnetwork": subnet}))
+    assert error.key == "subnetwork" and "is in us-central1, and zone us-west2-b is in us-west2" in error.problem
+    assert error.fix.startswith("GceT4ServerArgs(zone='us-central1-")
 
 
 def test_two_servers_in_one_stack_have_their_own_names():
@@ -84,26 +109,31 @@ def test_an_unknown_model_is_not_sized_from_the_hub_unless_asked():
 
 
 def test_the_sagemaker_region_and_profile_come_from_the_provider_the_program_passes():
-    asked = []
-
-    def get_region(args: dict) -> dict:
-        # As the AWS provider answers getRegion without arguments: the region it is configured with
-        # (terraform-provider-aws, internal/service/meta/region_data_source.go): the provider below's.
-        asked.append(args)
-        return {"name": "us-east-2", "region": "us-east-2"}
-
     def program():
-        east = pulumi_aws.Provider("east", region="us-east-2", profile="ml-account")
-        SageMakerT4Endpoint("api", {}, pulumi.ResourceOptions(provider=east))
+        ireland = pulumi_aws.Provider("ireland", region="eu-west-1", profile="ml-account")
+        SageMakerT4Endpoint("api", {}, pulumi.ResourceOptions(provider=ireland))
 
-    plan = run(program, invokes={"aws:index/getRegion:getRegion": get_region})
-    assert asked, "the region is asked of the provider"
+    # The default provider's region differs: the component must ask the provider it is given.
+    plan = run(program, config={"aws:region": "us-east-2"})
     component = plan.one("gemma4-t4:index:SageMakerT4Endpoint")
-    assert component.registered_outputs["target"]["region"] == "us-east-2"
+    assert component.registered_outputs["target"]["region"] == "eu-west-1"
     assert component.registered_outputs["target"]["profile"] == "ml-account"
     build = plan.one("command:local:Command", "api-image-codebuild-run").inputs["environment"]
-    assert build["AWS_REGION"] == "us-east-2" and build["AWS_PROFILE"] == "ml-account"
+    assert build["AWS_REGION"] == "eu-west-1" and build["AWS_PROFILE"] == "ml-account"
     assert all(r.parent for r in plan.resources if r.custom and not r.type.startswith("pulumi:providers:"))
+
+
+def test_the_sagemaker_region_is_the_default_providers_aws_region():
+    plan = run(lambda: SageMakerT4Endpoint("api", {}), config={"aws:region": "eu-west-1"})
+    assert plan.one("gemma4-t4:index:SageMakerT4Endpoint").registered_outputs["target"]["region"] == "eu-west-1"
+
+
+def test_without_any_region_the_refusal_carries_the_providers_own_words(monkeypatch):
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    error = refused(lambda: SageMakerT4Endpoint("api", {}))
+    assert error.key == "region" and 'missing required configuration key "aws:region"' in error.problem
+    assert error.fix.startswith("SageMakerT4EndpointArgs(region='us-east-2')")
 
 
 def test_an_execution_role_the_program_brings_is_used_and_none_is_made():
@@ -117,3 +147,87 @@ def test_no_component_reads_the_stack_config():
     """Region, profile and project come from Args or the provider, never pulumi.Config."""
     for path in (REPO / "components").rglob("*.py"):
         assert not re.search(r"pulumi\.Config\(|get_config\(", path.read_text()), path
+
+
+# --- a user's unit tests: Pulumi's documented mocks, then the project's ----------------------------------
+
+
+class DocumentedMocks(pulumi.runtime.Mocks):
+    """Exactly the mocks of Pulumi's unit-testing guide (pulumi.com/docs/iac/guides/testing/unit/, Python)."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        return [args.name + "_id", args.inputs]
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+def as_a_user(mocks: pulumi.runtime.Mocks, program, config: dict | None = None) -> dict:
+    """PROGRAM as a user's unit test runs it: set_mocks, pulumi.runtime.test; the outputs it returns."""
+    from pulumi.runtime import settings
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    settings.reset_options(project="user", stack="test", preview=False)
+    pulumi.runtime.set_mocks(mocks, preview=False)
+    pulumi.runtime.set_all_config(config or {})
+    found: dict = {}
+    try:
+        @pulumi.runtime.test
+        def test():
+            component = program()
+            return pulumi.Output.all(target=component.target, connect=component.connect_command,
+                                     deletes_at=getattr(component, "endpoint_deletes_at", None)).apply(found.update)
+
+        test()
+    finally:
+        pulumi.runtime.set_all_config({})
+        asyncio.set_event_loop(None)
+        loop.close()
+    return found
+
+
+PROGRAMS = {
+    "gce": (lambda: GceT4Server("x"), {}),
+    "sagemaker": (lambda: SageMakerT4Endpoint("x"), {}),
+    # The issue's second failure: the stack sets aws:region, and the generic getRegion answers {}.
+    "sagemaker, aws:region set": (lambda: SageMakerT4Endpoint("x"), {"aws:region": "us-east-2"}),
+    # Third and fourth: past the region, the image's URL and digest, and the TTL's clock.
+    "sagemaker, region given": (lambda: SageMakerT4Endpoint("x", {"region": "us-east-2"}), {}),
+    "sagemaker with a TTL": (lambda: SageMakerT4Endpoint("x", {"region": "us-east-2", "endpoint_ttl": "8h"}), {}),
+    "sagemaker built locally": (lambda: SageMakerT4Endpoint("x", {"region": "us-east-2", "image_builder": "local"}),
+                                {}),
+}
+
+
+@pytest.mark.parametrize("case", list(PROGRAMS))
+def test_under_the_documented_mocks_a_component_stops_with_one_message_naming_the_projects_mocks(case):
+    program, config = PROGRAMS[case]
+    with pytest.raises(Exception) as caught:
+        as_a_user(DocumentedMocks(), program, config)
+    error = caught.value
+    assert isinstance(error, pulumi.RunError), f"a bare {type(error).__name__}: {error}"
+    assert "pulumi.runtime.set_mocks(gemma4_t4.testing.ProviderMocks(), preview=False)" in str(error)
+
+
+@pytest.mark.parametrize("case", list(PROGRAMS))
+def test_under_the_projects_mocks_the_same_program_builds(case, monkeypatch):
+    monkeypatch.setenv("AWS_REGION", "us-east-2")  # where the provider reads a region besides aws:region
+    program, config = PROGRAMS[case]
+    found = as_a_user(ProviderMocks(), program, config)
+    assert found["target"] and "None" not in found["connect"]
+    if "TTL" in case:
+        assert found["deletes_at"] == "2030-01-01T08:00:00Z", "the clock's time plus the TTL"
+
+
+def test_the_readmes_unit_test_example_runs_as_written(tmp_path):
+    """The README's snippet beside "Use it from your program", run as a user's test file in a fresh interpreter."""
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("```python\nimport pulumi\nfrom gemma4_t4.testing import ProviderMocks")
+    block = readme[start:].split("\n", 1)[1].split("```", 1)[0]
+    script = tmp_path / "test_user.py"
+    script.write_text(block + "\ntest_both_servers()\nprint('built')\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("AWS_REGION", None)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("built"), done.stderr[-3000:]

@@ -90,10 +90,12 @@ def test_a_permission_error_is_refused_not_read_as_absent(refused_stack):
 
 def test_a_lookup_answered_without_a_disk_is_refused(refused_stack, monkeypatch):
     """A user's mocks that answer every call with {} (as Pulumi's testing guide's do) must answer getDisk
-    as the provider does; {} would make every stack look new, so it is refused with the text to raise."""
+    as the provider does; {} would make every stack look new, so it is refused, naming the provider's answer and
+    the mocks that give it."""
     monkeypatch.setattr(World, "get_disk", lambda self, args: {})
     error, _ = refused_stack("gce-t4")
-    assert "answered without a disk id" in error.problem and "not found" in error.fix
+    assert "answered without a disk id" in error.problem and "disks/gemma4-t4-gce-t4-data not found" in error.problem
+    assert "gemma4_t4.testing.ProviderMocks()" in error.fix
 
 
 def test_an_up_while_the_vm_exists_keeps_its_own_disk(run_stack):

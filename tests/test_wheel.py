@@ -118,6 +118,40 @@ def test_a_users_program_builds_two_servers_and_an_endpoint_under_mocks(installe
         "user-data"]
 
 
+# The same program's test with the package's own mocks (gemma4_t4.testing, from the installed wheel).
+PROVIDER_MOCKS_RUNNER = '''
+import json, runpy
+import pulumi
+from gemma4_t4.testing import ProviderMocks
+
+registered = []
+
+class Recording(ProviderMocks):
+    def new_resource(self, args):
+        registered.append(args.typ)
+        return super().new_resource(args)
+
+pulumi.runtime.set_mocks(Recording(), project="two-servers", stack="test", preview=False)
+
+@pulumi.runtime.test
+def run():
+    runpy.run_path("__main__.py", run_name="__main__")
+    return pulumi.Output.from_input(1)
+
+run()
+print(json.dumps(registered))
+'''
+
+
+def test_the_installed_testing_module_builds_the_users_program(installed):
+    work, python = installed
+    program = work / "program-provider-mocks"
+    shutil.copytree(REPO / "examples" / "python", program, ignore=shutil.ignore_patterns("venv"))
+    (program / "run_mocks.py").write_text(PROVIDER_MOCKS_RUNNER)
+    registered = json.loads(_run(str(python), "run_mocks.py", cwd=program).stdout.splitlines()[-1])
+    assert {"gemma4-t4:index:GceT4Server", "gemma4-t4:index:SageMakerT4Endpoint"} <= set(registered)
+
+
 @pytest.mark.parametrize("stack", ["gce-t4", "sagemaker-t4"])
 def test_the_installed_cli_plans_the_shipped_stacks_from_an_empty_directory(installed, stack):
     work, python = installed

@@ -9,7 +9,8 @@ with the setting, what is wrong and the fix; the caller's front end renders it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import difflib
+from collections.abc import Iterable, Mapping
 from enum import Enum
 from typing import Any, TypeVar
 
@@ -26,6 +27,7 @@ from .schema import (
     ScalingMetric,
     ServingSettings,
     TerminationAction,
+    check_sagemaker_region,
     gce_name,
     parse_ttl,
 )
@@ -37,6 +39,20 @@ def keys_of(model: type[BaseModel]) -> dict[str, Any]:
     """{setting as the schema names it (camelCase): its default} for one Settings class."""
     return {field.alias or name: field.get_default(call_default_factory=True)
             for name, field in model.model_fields.items()}
+
+
+def closest_setting(key: str, names: Iterable[str]) -> str | None:
+    """The setting of NAMES that KEY most likely means, whichever spelling either uses (maxModelLen, max_model_len):
+    the same letters but for case and underscores, else the nearest by difflib; None if none is near."""
+
+    def letters(name: str) -> str:
+        return name.replace("_", "").lower()
+
+    by_letters = {letters(name): name for name in names}
+    if letters(key) in by_letters:
+        return by_letters[letters(key)]
+    close = difflib.get_close_matches(letters(key), list(by_letters), n=1, cutoff=0.6)
+    return by_letters[close[0]] if close else None
 
 
 def _suggestion(model: type[BaseModel], key: str, error: Mapping[str, Any]) -> Any:
@@ -84,7 +100,9 @@ def to_config_error(err: ValidationError, model: type[BaseModel]) -> ConfigError
     if loc and loc[0] == "labels":
         return ConfigError(key, problem, Set("labels.NAME"))
     if first["type"] == "extra_forbidden":
-        return ConfigError(key, f"is not a setting of this component ({problem})", Unset(key))
+        close = closest_setting(key, keys_of(model))
+        instead = (Unset(key), "; did you mean ", Set(close, _plain(first["input"])), "?") if close else (Unset(key),)
+        return ConfigError(key, f"is not a setting of this component ({problem})", instead)
     fix: tuple[Any, ...] = (Set(key, _suggestion(model, key, first)),)
     if first["type"] in ("literal_error", "enum"):
         fix += (f" (one of {first['ctx']['expected']})",)
@@ -108,5 +126,5 @@ def validate(model: type[Settings], args: Mapping[str, Any], front_end: FrontEnd
 
 
 __all__ = ["DType", "GceT4ServerSettings", "ImageBuilder", "OnHostMaintenance", "SageMakerT4EndpointSettings",
-           "ScalingMetric", "ServingSettings", "TerminationAction", "gce_name", "keys_of", "parse_ttl",
-           "to_config_error", "validate"]
+           "ScalingMetric", "ServingSettings", "TerminationAction", "check_sagemaker_region", "closest_setting",
+           "gce_name", "keys_of", "parse_ttl", "to_config_error", "validate"]

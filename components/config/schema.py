@@ -11,6 +11,7 @@ ConfigError with the setting and the fix, as parts each front end renders in its
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import json
 import re
@@ -22,7 +23,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_valida
 from pydantic.alias_generators import to_camel
 
 from gemma4_t4 import catalog
-from gemma4_t4.errors import ConfigError, Set, Unset
+from gemma4_t4.errors import ConfigError, FixPart, Set, Unset
 
 MIN_BOOT_DISK_GB = 32  # the driver, kernel headers and apt cache (seed 000's boot disk)
 MIN_IDLE_STOP_MINUTES = 5
@@ -332,6 +333,16 @@ class GceT4ServerSettings(ServingSettings):
             raise ConfigError(missing, f"{given} is set without {missing}: an existing network comes with the "
                               f"subnetwork the VM joins, in the zone's region {self.region}",
                               (Set(missing), f" (or leave out {given} for a network of the component's own)"))
+        # A subnetwork is regional (projects/P/regions/REGION/subnetworks/NAME, or its self link); one known now is
+        # checked against the zone, one that is an Output only when GCE creates the VM.
+        where = re.search(r"(?:^|/)regions/([^/]+)/subnetworks/", self.subnetwork) \
+            if isinstance(self.subnetwork, str) else None
+        if where is not None and where[1] != self.region:
+            there = sorted(z for z in catalog.GCE_T4_ZONES if catalog.region_of(z) == where[1])
+            raise ConfigError("subnetwork", f"{self.subnetwork} is in {where[1]}, and zone {self.zone} is in "
+                              f"{self.region}: a VM joins only a subnetwork of its own region",
+                              (Set("zone", there[0]), f" (a T4 zone of {where[1]}), or a subnetwork in {self.region}")
+                              if there else f"a subnetwork in {self.region} ({where[1]} sells no T4s)")
 
     def _check_gpu_and_shape(self) -> None:
         t4 = self.gpu_type in catalog.GCE_ACCELERATORS
@@ -484,6 +495,22 @@ def _check_aws_tags(tags: dict[str, str]) -> None:
         if not (len(value) <= catalog.AWS_TAG_VALUE_MAX and catalog.AWS_TAG_CHARS.fullmatch(value)):
             raise ConfigError(f"labels.{name}", f"tag value {value[:40]!r} breaks AWS's rule: 0-"
                               f"{catalog.AWS_TAG_VALUE_MAX} letters, digits, spaces and _ . : / = + - @", fix)
+
+
+def check_sagemaker_region(region: str, newer: tuple[FixPart, ...] = ()) -> None:
+    """REGION is one SageMaker has, by botocore's endpoint data (the regions the SDK knows, every partition);
+    else refused with the nearest (NEWER: what to do for a region newer than botocore)."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    regions = {r for partition in session.get_available_partitions()
+               for r in session.get_available_regions("sagemaker", partition)}
+    if region in regions:
+        return
+    close = difflib.get_close_matches(region, sorted(regions), n=1, cutoff=0.6)
+    raise ConfigError("region", f"{region!r} is not a region SageMaker has (botocore's endpoint data)"
+                      + (f"; did you mean {close[0]}?" if close else ""),
+                      (Set("region", close[0] if close else "us-east-2"), *newer))
 
 
 class SageMakerT4EndpointSettings(ServingSettings):

@@ -99,6 +99,7 @@ from .gce import (
     region_of,
     spot_item,
 )
+from .gcp_provider import PULUMI_GCP_CONFIG_KEYS
 from .gpus import GIB, NO_BFLOAT16_GPUS, T4_CARD_MIB, TENSOR_PARALLEL_SIZES, TESLA_T4, Gpu, heads_per_rank
 from .models import MODELS, Model, find_model
 from .pins import CLAMP_VERIFIED_VLLM, GCE_VLLM_RELEASED, GCE_VLLM_VERSIONS, PINS, VLLM_CPU_FOR_GCE
@@ -153,6 +154,7 @@ __all__ = [
     "PULUMI_AWS_CONFIG_KEYS",
     "PULUMI_AWS_ENDPOINT_CLIENTS",
     "PULUMI_AWS_LEGACY_CONFIG_KEYS",
+    "PULUMI_GCP_CONFIG_KEYS",
     "S3_INSECURE_TRANSPORT",
     "SAGEMAKER_AMIS",
     "SAGEMAKER_BASE_ENTRYPOINT",

@@ -8,8 +8,9 @@ by import path, so the operator commands never import the cloud providers' SDKs.
 
 from __future__ import annotations
 
+import difflib
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -20,6 +21,21 @@ from ..core.cost import CostEstimate
 from ..core.plan import Invoke, Plan
 from ..core.preflight import Check, Needs
 from ..core.targets import Target, TargetError
+from ..errors import ConfigError, Set, Unset
+
+
+def refuse_unknown_provider_keys(config: Mapping[str, Any], namespace: str, known: Collection[str],
+                                 provider: str) -> None:
+    """A typo in a provider's key (aws:regoin, gcp:projet) is ignored by the provider, which leaves everything
+    where its defaults put it: refused, with the key it most likely means."""
+    for key in config:
+        found, _, name = key.partition(":")
+        if found != namespace or name in known:
+            continue
+        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
+        hint = f"; did you mean {namespace}:{close[0]}?" if close else ""
+        raise ConfigError(key, f"is not a setting of the {provider} provider, which would ignore it{hint}",
+                          (Unset(key), " && ", Set(f"{namespace}:{close[0]}")) if close else Unset(key))
 
 
 @dataclass(frozen=True)

@@ -3,60 +3,41 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from .. import catalog
 from ..components import provider_answers as answers
 from ..components.config import GceT4ServerSettings, gce_name
 from ..core import capacity, lifecycle, preflight
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate
-from ..core.plan import MOCK_GCP_PROJECT, Invoke, Plan, ProviderInvokeError, is_spot
+from ..core.plan import Invoke, Plan, is_spot
 from ..core.preflight import Check, Needs
 from ..core.targets import GceTarget, Target
-from .base import Cloud, Place
+from ..errors import PROJECT, ConfigError, Set, Unset
+from .base import Cloud, Place, refuse_unknown_provider_keys
+
+if TYPE_CHECKING:
+    from ..testing import GceWorld as World
 
 INSTANCE = "gcp:compute/instance:Instance"
 DISK = "gcp:compute/disk:Disk"
-# A disk attached now was attached at some time: RFC3339 as the Compute API writes its timestamps.
-ATTACHED_AT = "2030-01-01T00:00:00.000-08:00"
-
-
-@dataclass
-class World:
-    """What exists in GCE before the program runs, as the provider's invokes read it.
-    disks: name -> {"zone", "sizeGb", "type", "users": [instance self links], "labels", "lastAttachTimestamp"}
-    (the last: when a VM last attached it; default: a time if it has users now, else "" for never attached);
-    forbidden: the deploying account may not read disks (compute.disks.get)."""
-
-    disks: dict[str, dict[str, Any]] = field(default_factory=dict)
-    forbidden: bool = False
-
-    def get_disk(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        name, zone = args["name"], str(args.get("zone") or "")
-        project = args.get("project") or MOCK_GCP_PROJECT
-        if self.forbidden:
-            # source: answers.disk_forbidden (resource_compute_disk.go:1311 -> transport.go:279-280, googleapi's
-            # 403 text from hashicorp/packer#12159), through the bridge and the engine (answers.engine_failure).
-            raise ProviderInvokeError(answers.engine_failure(answers.GET_DISK,
-                                                             answers.disk_forbidden(project, zone, name)))
-        disk = self.disks.get(name)
-        if disk is None or (zone and disk["zone"] != zone):
-            # source: answers.disk_not_found (terraform-provider-google data_source_google_compute_disk.go:58-59
-            # at e03b7622: "<id> not found"), through the bridge and the engine (answers.engine_failure).
-            raise ProviderInvokeError(answers.engine_failure(answers.GET_DISK,
-                                                             answers.disk_not_found(project, zone, name)))
-        link = f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{disk['zone']}"
-        # source: the data source's schema is google_compute_disk's (data_source_google_compute_disk.go:30,
-        # DatasourceSchemaFromResourceSchema): id, name, zone, project, size, type (a self link), users, labels,
-        # and the attach timestamps ("" for a disk never attached: see answers.disk_never_attached).
-        users = list(disk.get("users", []))
-        return {"id": answers.disk_id(project, disk["zone"], name), "name": name,
-                "zone": disk["zone"], "project": project, "size": float(disk["sizeGb"]),
-                "type": f"{link}/diskTypes/{disk['type']}", "users": users,
-                "selfLink": f"{link}/disks/{name}", "labels": disk.get("labels", {}),
-                "lastAttachTimestamp": disk.get("lastAttachTimestamp", ATTACHED_AT if users else ""),
-                "lastDetachTimestamp": disk.get("lastDetachTimestamp", "")}
+def refuse_other_place(config: Mapping[str, Any]) -> None:
+    """gcp:zone and gcp:region, the provider's defaults for a resource that names none, where they disagree with
+    gemma4-t4:zone. Refused rather than honoured: every resource of the stack names its zone or region (from
+    gemma4-t4:zone, which Pulumi.yaml's default always sets, so "unset" cannot be told from the default), the
+    zone is checked against the T4 zones and the retained data disk is found by it; one key decides the place."""
+    zone = str(config.get(f"{PROJECT}:zone") or "").strip()
+    region = catalog.region_of(zone) if zone else ""
+    for key, wanted in (("gcp:zone", zone), ("gcp:region", region)):
+        given = str(config.get(key) or "").strip()
+        if not given or not wanted or given == wanted:
+            continue
+        t4_zones = sorted(z for z in catalog.GCE_T4_ZONES if z == given or catalog.region_of(z) == given)
+        move = (" && ", Set("zone", t4_zones[0])) if t4_zones else ()
+        raise ConfigError(key, f"is {given}, and this stack puts every resource in {PROJECT}:zone {zone} "
+                          f"(region {region}): the provider's default {key.split(':')[1]} is used by none of them",
+                          (Unset(key), *move, " (the stack's place is gemma4-t4:zone alone)"))
 
 
 class Gce(Cloud):
@@ -82,7 +63,14 @@ class Gce(Cloud):
         # stack keeps both (and finds its retained disk again).
         return gce_name(f"{project}-{stack}")
 
+    def provider_args(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        refuse_unknown_provider_keys(config, "gcp", catalog.PULUMI_GCP_CONFIG_KEYS, "GCP")
+        refuse_other_place(config)
+        return {}
+
     def mock_invokes(self, world: World | None) -> dict[str, Invoke]:
+        from ..testing import GceWorld as World
+
         return {answers.GET_DISK: (world or World()).get_disk}
 
     def target(self, stack: str, outputs: Mapping[str, Any], endpoint_url: str | None = None) -> Target:
@@ -128,3 +116,13 @@ class Gce(Cloud):
 
 
 GCE = Gce()
+
+
+def __getattr__(name: str) -> Any:
+    """World: what exists before the program runs (gemma4_t4.testing's), loaded on first use, so the operator
+    commands import no Pulumi SDK until they run the plan."""
+    if name == "World":
+        from ..testing import GceWorld
+
+        return GceWorld
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,26 +3,27 @@ sagemaker-runtime. The region and the credentials are the AWS provider's (stack 
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from .. import catalog
 from ..catalog import CODEBUILD_COMPUTE_TYPE, PULUMI_AWS_CONFIG_KEYS, PULUMI_AWS_LEGACY_CONFIG_KEYS
 from ..components import provider_answers as answers
-from ..components.config import SageMakerT4EndpointSettings
+from ..components.config import SageMakerT4EndpointSettings, check_sagemaker_region
 from ..core import capacity, ops, preflight
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate, CostItem
 from ..core.lifecycle import SAGEMAKER_NOT_STOPPABLE
-from ..core.plan import MOCK_ACCOUNT, Invoke, Plan, ProviderInvokeError
+from ..core.plan import Invoke, Plan
 from ..core.preflight import Check, Needs
 from ..core.targets import SageMakerTarget, Target, TargetError
-from ..errors import ConfigError, Set, Unset
-from .base import Cloud, Place, Secret
+from ..errors import ConfigError, Set
+from .base import Cloud, Place, Secret, refuse_unknown_provider_keys
+
+if TYPE_CHECKING:
+    from ..testing import AwsWorld as World
 
 ENDPOINT_CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
 CODEBUILD_PROJECT = "aws:codebuild/project:Project"
@@ -75,67 +76,6 @@ def endpoint_variable(service: str) -> str | None:
         return None
     service_id = botocore.session.get_session().get_service_model(client).service_id
     return f"AWS_ENDPOINT_URL_{service_id.hyphenize().replace('-', '_').upper()}"
-
-
-# The region the plan's mocks make resources in (core.plan.mock_state's ARNs and URLs).
-MOCK_REGION = "us-east-2"
-
-
-@dataclass
-class World:
-    """What exists in the AWS account before the program runs, as the provider's invokes read it.
-    repositories: the ECR repositories by name; denied: the deploying account may not describe them."""
-
-    repositories: set[str] = field(default_factory=set)
-    denied: bool = False
-
-    def get_repository(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        name = args["name"]
-        if self.denied:
-            # source: answers.repository_access_denied (repository_data_source.go's AppendErrorf over the AWS
-            # SDK for Go v2's text), through the bridge and the engine (answers.engine_failure).
-            raise ProviderInvokeError(answers.engine_failure(
-                answers.GET_REPOSITORY, answers.repository_access_denied(name, MOCK_ACCOUNT, MOCK_REGION)))
-        if name not in self.repositories:
-            # source: answers.repository_not_found (terraform-provider-aws repository_data_source.go:
-            # "reading ECR Repository (%s): %s" over retry.NotFoundError's "couldn't find resource").
-            raise ProviderInvokeError(answers.engine_failure(answers.GET_REPOSITORY,
-                                                             answers.repository_not_found(name)))
-        # source: aws_ecr_repository's data source schema (repository_data_source.go): arn, name, registry_id,
-        # repository_url, image_tag_mutability, most_recent_image_tags, tags.
-        return {"id": name, "name": name, "registryId": MOCK_ACCOUNT,
-                "arn": f"arn:aws:ecr:{MOCK_REGION}:{MOCK_ACCOUNT}:repository/{name}",
-                "repositoryUrl": f"{MOCK_ACCOUNT}.dkr.ecr.{MOCK_REGION}.amazonaws.com/{name}",
-                "imageTagMutability": "IMMUTABLE", "mostRecentImageTags": [], "tags": {"app": "gemma4-t4"}}
-
-
-def _refuse_unknown_provider_keys(config: Mapping[str, Any]) -> None:
-    """A typo in an aws:* key is ignored by the provider: aws:regoin leaves everything in the default region."""
-    known = PULUMI_AWS_CONFIG_KEYS | PULUMI_AWS_LEGACY_CONFIG_KEYS
-    for key in config:
-        name = key.partition(":")[2]
-        if not key.startswith("aws:") or name in known:
-            continue
-        close = difflib.get_close_matches(name, sorted(known), n=1, cutoff=0.6)
-        hint = f"; did you mean aws:{close[0]}?" if close else ""
-        raise ConfigError(key, f"is not a setting of the AWS provider, which would ignore it{hint}",
-                          (Unset(key), " && ", Set(f"aws:{close[0]}")) if close else Unset(key))
-
-
-def _refuse_unknown_region(region: str) -> None:
-    """A region SageMaker has, by botocore's endpoint data (the regions the SDK knows, every partition)."""
-    import botocore.session
-
-    session = botocore.session.get_session()
-    regions = {r for partition in session.get_available_partitions()
-               for r in session.get_available_regions("sagemaker", partition)}
-    if region in regions:
-        return
-    close = difflib.get_close_matches(region, sorted(regions), n=1, cutoff=0.6)
-    raise ConfigError("aws:region", f"{region!r} is not a region SageMaker has (botocore's endpoint data)"
-                      + (f"; did you mean {close[0]}?" if close else ""),
-                      (Set("aws:region", close[0] if close else "us-east-2"),
-                       " (a region newer than botocore: ", Set("aws:skipRegionValidation", "true"), ")"))
 
 
 def image_costs(plan: Plan) -> list[CostItem]:
@@ -192,13 +132,17 @@ class SageMaker(Cloud):
         return stack.lower()
 
     def provider_args(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        _refuse_unknown_provider_keys(config)
+        refuse_unknown_provider_keys(config, "aws", PULUMI_AWS_CONFIG_KEYS | PULUMI_AWS_LEGACY_CONFIG_KEYS, "AWS")
         region = str(config.get("aws:region") or "").strip()
         if not region:
             raise ConfigError("aws:region", "is not set", Set("aws:region", "us-east-2"))
+        args: dict[str, Any] = {}
         if str(config.get("aws:skipRegionValidation") or "").lower() != "true":
-            _refuse_unknown_region(region)
-        args: dict[str, Any] = {"region": region}
+            check_sagemaker_region(region, (" (a region newer than botocore: ",
+                                            Set("aws:skipRegionValidation", "true"), ")"))
+            args["region"] = region
+        # else the component asks the provider its region, as it does for a region it is not given: it checks
+        # only a region given to it.
         if config.get("aws:profile"):
             args["profile"] = str(config["aws:profile"])
         if env := build_environment(config):
@@ -206,7 +150,11 @@ class SageMaker(Cloud):
         return args
 
     def mock_invokes(self, world: World | None) -> dict[str, Invoke]:
-        return {answers.GET_REPOSITORY: (world or World()).get_repository}
+        from ..testing import AwsWorld as World
+        from ..testing import default_provider_region
+
+        return {answers.GET_REPOSITORY: (world or World()).get_repository,
+                answers.GET_REGION: default_provider_region}
 
     def target(self, stack: str, outputs: Mapping[str, Any], endpoint_url: str | None = None) -> Target:
         target = outputs["target"]
@@ -262,3 +210,13 @@ class SageMaker(Cloud):
 
 
 SAGEMAKER = SageMaker()
+
+
+def __getattr__(name: str) -> Any:
+    """World: what exists before the program runs (gemma4_t4.testing's), loaded on first use, so the operator
+    commands import no Pulumi SDK until they run the plan."""
+    if name == "World":
+        from ..testing import AwsWorld
+
+        return AwsWorld
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..components.config import ServingSettings, keys_of, to_config_error
+from ..components.config import ServingSettings, closest_setting, keys_of, to_config_error
 from ..errors import PROJECT, ConfigError, Set, Unset
 from .base import Cloud
 
@@ -66,10 +66,9 @@ def _refuse_unknown(keys: Mapping[str, Any], clouds: Mapping[str, Cloud]) -> Non
         if key in RENAMED:
             new, why = RENAMED[key]
             raise ConfigError(key, f"is now {new}: {why}", (Unset(key), " && ", Set(new, "N")))
-        match = next((k for k in known if k.lower() == key.lower()), None)
-        close = [match] if match else difflib.get_close_matches(key, list(known), n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        fix = (Unset(key), " && ", Set(close[0])) if close else (Unset(key), " (the keys are listed in Pulumi.yaml)")
+        close = closest_setting(key, known)  # maxmodellen and max_model_len alike: maxModelLen
+        hint = f"; did you mean {close}?" if close else ""
+        fix = (Unset(key), " && ", Set(close)) if close else (Unset(key), " (the keys are listed in Pulumi.yaml)")
         raise ConfigError(key, f"is not a setting of this project{hint}", fix)
 
 

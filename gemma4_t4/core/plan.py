@@ -224,6 +224,13 @@ class ProviderInvokeError(grpc.RpcError):
         return self._details
 
 
+def gcp_project() -> str:
+    """The project the default GCP provider makes resources in: the program's gcp:project (mocks: else one)."""
+    import pulumi
+
+    return pulumi.Config("gcp").get("project") or MOCK_GCP_PROJECT
+
+
 def _physical_name_key(typ: str) -> str:
     """The input that holds a resource's physical name (S3 names buckets by `bucket`)."""
     return "bucket" if typ == "aws:s3/bucket:Bucket" else "name"
@@ -240,9 +247,10 @@ def mock_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> t
     if provider == "gcp":
         kind = typ.rsplit(":", 1)[-1].lower()
         where = f"zones/{inputs['zone']}" if "zone" in inputs else "global"
-        resource_id = f"projects/{MOCK_GCP_PROJECT}/{where}/{kind}s/{physical}"
+        project = inputs.get("project") or gcp_project()
+        resource_id = f"projects/{project}/{where}/{kind}s/{physical}"
         computed["selfLink"] = f"https://www.googleapis.com/compute/v1/{resource_id}"
-        computed["project"] = MOCK_GCP_PROJECT  # from the provider's gcp:project
+        computed["project"] = project  # the resource's, else the provider's gcp:project
     elif provider == "aws":
         resource_id = physical
         service, _, kind = typ.split(":", 1)[1].partition("/")
@@ -284,15 +292,17 @@ _PROGRAM_LOCK = threading.Lock()
 
 
 def run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
-                invokes: Mapping[str, Invoke] | None = None, program: Callable[[], Any] | None = None) -> Plan:
+                invokes: Mapping[str, Invoke] | None = None, program: Callable[[], Any] | None = None,
+                mocks: Any = None) -> Plan:
     """``_run_program`` from any thread, one program at a time, each on an event loop of its own:
     Pulumi's runtime needs a current loop, a front end's worker thread has none, and asking for
-    the main thread's implicit one is deprecated (Python 3.12 warns, 3.14 raises)."""
+    the main thread's implicit one is deprecated (Python 3.12 warns, 3.14 raises). MOCKS: a
+    pulumi.runtime.Mocks that answers instead (gemma4_t4.testing.ProviderMocks), INVOKES then unused."""
     with _PROGRAM_LOCK:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         try:
-            return _run_program(stack, config, plan, invokes or {}, program or _stack_program)
+            return _run_program(stack, config, plan, invokes or {}, program or _stack_program, mocks)
         except KeyboardInterrupt:
             # Ctrl-C: the program's tasks end with it; asyncio would print each one's traceback
             # ("Task exception was never retrieved") when it is collected. The caller says it once.
@@ -308,7 +318,7 @@ def _stack_program() -> None:
 
 
 def _run_program(stack: str, config: dict[str, Any], plan: Plan | None, invokes: Mapping[str, Invoke],
-                 program: Callable[[], Any]) -> Plan:
+                 program: Callable[[], Any], answering: Any = None) -> Plan:
     """Run PROGRAM (default: the stack program) under fresh mocks, recording into ``plan``. Raises
     whatever the program raises (a refused config raises ConfigError); ``plan`` then shows what had
     been registered by then."""
@@ -320,9 +330,13 @@ def _run_program(stack: str, config: dict[str, Any], plan: Plan | None, invokes:
 
     class Mocks(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+            if answering is not None:
+                return answering.new_resource(args)
             return mock_state(args.typ, args.name, args.inputs, _suffix(stack, args.typ, args.name))
 
         def call(self, args: pulumi.runtime.MockCallArgs):
+            if answering is not None:
+                return answering.call(args)
             # The providers' functions the program may call before anything exists: each one a
             # stand-in with its source. (Others answer empty, as an unknown token did before the
             # clouds gave their stand-ins; a component's call to one shows in its test.)

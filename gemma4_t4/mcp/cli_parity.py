@@ -5,8 +5,8 @@ tool list to these tables, names and types both, so the two front ends cannot dr
 from __future__ import annotations
 
 # The tool of each CLI command ("command action" where the command has actions).
-TOOL_OF_COMMAND = {"plan": "plan", "preflight": "preflight", "cost": "cost", "zones": "zones", "fit": "fit", "status": "status",
-                   "wait": "wait", "query": "query", "logs": "logs", "bench run": "bench",
+TOOL_OF_COMMAND = {"plan": "plan", "preflight": "preflight", "cost": "cost", "zones": "zones", "fit": "fit",
+                   "status": "status", "wait": "wait", "query": "query", "logs": "logs", "bench run": "bench",
                    "bench compare": "bench_compare", "stop": "stop", "start": "start"}
 
 # Commands with no tool, and why.
