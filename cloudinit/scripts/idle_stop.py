@@ -20,6 +20,7 @@ and the boot after it continues the first boot's window, so the first boot's bou
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -118,10 +119,8 @@ def this_boots_window(now: float) -> dict:
     current = boot_window(window, _read_json(carry_file), boot_id, now)
     if current != window:
         _write_json(window_file, current)
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.remove(carry_file)
-        except FileNotFoundError:
-            pass
     return current
 
 
