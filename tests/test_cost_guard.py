@@ -123,6 +123,17 @@ def test_idle_stop_enables_and_starts_the_timer_and_tells_the_guest(run_stack):
                                                          "gemma4-t4-idle-stop.service").read_text()
 
 
+def test_the_readme_states_the_guards_their_defaults_and_cost_per_day(run_stack):
+    readme = (REPO / "README.md").read_text()
+    for stack in ("gce-t4", "sagemaker-t4"):
+        per_day = run_stack(stack).outputs["cost_per_hour_usd"] * catalog.HOURS_PER_DAY
+        assert f"${per_day:,.2f} on `{stack}`" in readme, "the README's cost per day follows the catalog's price"
+    for key, default, off in (("idleStopMinutes", catalog.DEFAULT_IDLE_STOP_MINUTES, "0"),
+                              ("maxRunHours", catalog.DEFAULT_MAX_RUN_HOURS, "0"),
+                              ("endpointTtl", catalog.DEFAULT_ENDPOINT_TTL, "off")):
+        assert f"`{key}: {default}`" in readme and f"pulumi config set gemma4-t4:{key} {off}" in readme
+
+
 @pytest.mark.parametrize("overrides,key", [
     (("idleStopMinutes=4",), "gemma4-t4:idleStopMinutes"),
     (("idleStopMinutes=-1",), "gemma4-t4:idleStopMinutes"),
