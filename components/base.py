@@ -12,6 +12,7 @@ from typing import Any, TypedDict
 
 import pulumi
 
+from gemma4_t4 import catalog
 from gemma4_t4.contract import OUTPUTS
 from gemma4_t4.errors import PROJECT, ConfigError, FrontEnd, PythonArgs
 
@@ -161,6 +162,42 @@ class MemoryPlan(TypedDict):
     """"GPU KV cache size" in tokens."""
     max_concurrency: float
     """"Maximum concurrency" for maxModelLen-token requests."""
+
+
+class CostGuard(TypedDict):
+    """One of the guards that stop a forgotten stack's bill, as this stack has it."""
+
+    key: str
+    """The setting (idleStopMinutes, maxRunHours, endpointTtl)."""
+    value: str
+    """Its value; "off" when the stack turned it off."""
+    on: bool
+    """Whether it guards this stack."""
+    effect: str
+    """What it does; off: what then keeps billing."""
+    off_usd_per_day: float | None
+    """Off: what the stack can bill per day that this guard would have stopped (the catalog's hourly list price,
+    at the most instances, x 24); absent when on, or where the catalog has no price."""
+
+
+def cost_guard(key: str, value: str | None, effect: str, off_effect: str, usd_per_hour: float | None) -> CostGuard:
+    """The guard KEY: on with VALUE (and EFFECT), or off (VALUE None) with OFF_EFFECT and its cost per day."""
+    if value is not None:
+        return {"key": key, "value": value, "on": True, "effect": effect, "off_usd_per_day": None}
+    per_day = None if usd_per_hour is None else round(usd_per_hour * catalog.HOURS_PER_DAY, 2)
+    return {"key": key, "value": "off", "on": False, "effect": off_effect, "off_usd_per_day": per_day}
+
+
+def warn_guards_off(guards: list[CostGuard], resource: pulumi.Resource) -> None:
+    """One warning per guard that is off, with what that can cost per day (`pulumi preview` and `up` show it)."""
+    for guard in guards:
+        if guard["on"]:
+            continue
+        per_day = guard["off_usd_per_day"]
+        cost = (f"up to ${per_day:,.2f}/day (catalog list price x {catalog.HOURS_PER_DAY} h)" if per_day is not None
+                else "an unknown amount per day (the catalog has no price here)")
+        pulumi.log.warn(f"cost guard {guard['key']} is off: {guard['effect']}; that can bill {cost}",
+                        resource=resource)
 
 
 class T4ServingComponent(pulumi.ComponentResource):

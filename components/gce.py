@@ -20,7 +20,18 @@ from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set, fix
 
 from . import provider_answers as answers
-from .base import MemoryPlan, ServingArgs, T4ServingComponent, provider_for, refusals, type_token, with_alias
+from .base import (
+    CostGuard,
+    MemoryPlan,
+    ServingArgs,
+    T4ServingComponent,
+    cost_guard,
+    provider_for,
+    refusals,
+    type_token,
+    warn_guards_off,
+    with_alias,
+)
 from .config import GceT4ServerSettings, OnHostMaintenance, TerminationAction, gce_name, validate
 from .guest import SERVING_METADATA_KEY, GuestSettings, bootstrap_script, render_serving_env, render_user_data
 from .serving import ServingPlan, check_serving
@@ -84,13 +95,16 @@ class GceT4ServerArgs(ServingArgs, total=False):
     swap_size_gb: int
     """Swapfile on the data disk, GB (vLLM stages weights in RAM)."""
     max_run_hours: int
-    """Cost guard: GCE stops the VM after this many hours running (0: off)."""
+    """Cost guard: GCE stops the VM after this many hours running (default 24: a forgotten VM bills at most a
+    day, whatever its guest does; 0: off). Counted again from each start."""
     spot: bool
     """SPOT provisioning: cheaper, can be preempted."""
     termination_action: TerminationAction
     """STOP or DELETE when maxRunHours ends or SPOT is preempted (unset: STOP)."""
     idle_stop_minutes: int
-    """Cost guard: the VM stops itself after this long without a request (0: off, else at least 5)."""
+    """Cost guard: the VM stops itself after this long without a request (default 60), and when vLLM has not
+    answered within the boot's health bound (60 min from the boot's first check, longer for a bigger download;
+    the driver's reboot included); 0: both off, else at least 5."""
     host: str
     """Address vLLM listens on inside the VM."""
     port: int
@@ -327,6 +341,22 @@ def cost_per_hour_usd(settings: GceT4ServerSettings) -> float | None:
     return round(hourly, 4)
 
 
+def cost_guards(settings: GceT4ServerSettings, health_bound_minutes: int,
+                usd_per_hour: float | None) -> list[CostGuard]:
+    """The VM's guards: the guest's idle stop (with its health bound) and GCE's run-time limit."""
+    idle, hours = settings.idle_stop_minutes, settings.max_run_hours
+    return [
+        cost_guard("idleStopMinutes", str(idle) if idle else None,
+                   f"the VM stops itself after {idle} min without a request, and when vLLM has not answered "
+                   f"{health_bound_minutes} min into a boot",
+                   "nothing stops a VM left idle, or one whose vLLM never becomes healthy", usd_per_hour),
+        cost_guard("maxRunHours", str(hours) if hours else None,
+                   f"GCE stops the VM after {hours} h running, whatever its guest does",
+                   "nothing bounds how long the VM runs (a client that keeps it busy, a guest whose idle stop "
+                   "cannot run)", usd_per_hour),
+    ]
+
+
 def data_disk_monthly_usd(settings: GceT4ServerSettings) -> float | None:
     price = catalog.GCE_PRICES.get(settings.region, {}).get(f"disk:{settings.data_disk_type}:gb-month")
     return None if price is None else round(settings.data_disk_size_gb * price.usd_per_hour, 2)
@@ -341,6 +371,9 @@ class GceT4Server(T4ServingComponent):
     """The data disk's name: what stays (and bills) after destroy, unless retainDataDisk is false."""
     memory_plan: pulumi.Output[MemoryPlan] | None
     """What vLLM will find on each GPU at start-up; absent for a model that was not sized."""
+    cost_guards: pulumi.Output[list[CostGuard]]
+    """The guards that stop a forgotten VM's bill (idleStopMinutes, maxRunHours): each with its value, or off with
+    what that can cost per day."""
 
     # args: {} when omitted (read, never changed); Pulumi's analyzer reads its annotation as the package's inputs.
     def __init__(self, name: str, args: GceT4ServerArgs = {},  # noqa: B006
@@ -458,6 +491,10 @@ class GceT4Server(T4ServingComponent):
                               if key not in catalog.GCE_PRICES.get(settings.region, {})})
             pulumi.log.warn(f"no catalog price for {', '.join(missing)} in {settings.region}: cost not estimated",
                             resource=self)
+        guards = cost_guards(settings, catalog.health_bound_minutes(plan.facts.checkpoint_bytes if plan.facts else 0),
+                             cost)
+        warn_guards_off(guards, self)
+        self.cost_guards = pulumi.Output.from_input(guards)
         self.data_disk_name = data_disk.name
         self.memory_plan = pulumi.Output.from_input(cast(MemoryPlan, plan.memory.as_output())) if plan.memory else None
         forward = f"{serving.port}:127.0.0.1:{serving.port}"

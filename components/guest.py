@@ -63,7 +63,7 @@ VENV = f"{DATA_MOUNT}/vllm/current"
 class GuestSettings:
     data_device_name: str  # the GCE attached-disk device name: /dev/disk/by-id/google-<name>
     swap_size_gb: int
-    idle_stop_minutes: int = 0
+    idle_stop_minutes: int = catalog.DEFAULT_IDLE_STOP_MINUTES
     vllm_version: str = catalog.PINS["vllm.gce"]  # one of catalog.GCE_VLLM_VERSIONS, each with its lock
 
 
@@ -105,11 +105,13 @@ def vllm_args_line(serving_args: list[str]) -> str:
 
 def vllm_env(serving_args: list[str], port: int = 8000, checkpoint_bytes: int = 0) -> dict[str, str]:
     """vLLM's environment on the VM. CHECKPOINT_BYTES (0: not known) is the model's download size, which the
-    guest's progress reports against; METRICS_URL is read by the idle stop (the port is a serving value)."""
+    guest's progress reports against; METRICS_URL and HEALTH_BOUND_MINUTES are read by the idle stop (the port
+    is a serving value; the bound grows with the model's download)."""
     return {
         "VLLM_ARGS": vllm_args_line(serving_args),
         "METRICS_URL": f"http://127.0.0.1:{port}/metrics",
         "CHECKPOINT_BYTES": str(checkpoint_bytes),
+        "HEALTH_BOUND_MINUTES": str(catalog.health_bound_minutes(checkpoint_bytes)),
         "HOME": f"{DATA_MOUNT}/home",
         "HF_HOME": f"{DATA_MOUNT}/cache/huggingface",
         "VLLM_CACHE_ROOT": f"{DATA_MOUNT}/cache/vllm",

@@ -45,13 +45,16 @@ from gemma4_t4.errors import ConfigError, Set
 from . import provider_answers as answers
 from .aws_iam import account_of, sagemaker_trust, scheduler_trust, service_role
 from .base import (
+    CostGuard,
     MemoryPlan,
     NotAProviderAnswer,
     ServingArgs,
     T4ServingComponent,
+    cost_guard,
     provider_for,
     refusals,
     type_token,
+    warn_guards_off,
     with_alias,
 )
 from .config import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region, validate
@@ -145,8 +148,8 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     buildah found; docker, podman or buildah to choose), for an account CodeBuild refuses ("Cannot have more than 0
     builds in queue"): the same image into the same repository under the same tag."""
     endpoint_ttl: str
-    """Cost guard: how long the endpoint may stay up once in service (8h, 90m, 1d12h); EventBridge Scheduler
-    then deletes it."""
+    """Cost guard: how long the endpoint may stay up once in service (8h, 90m, 1d12h; default 24h: a forgotten
+    endpoint bills at most a day); EventBridge Scheduler then deletes it. off: never deleted."""
     log_retention_days: int
     """Days CloudWatch keeps the endpoint's logs (/aws/sagemaker/Endpoints/NAME, which destroy deletes): one of
     CloudWatch's retentions (1, 3, 5, 7, 14, 30, 60, 90, ... 3653)."""
@@ -299,6 +302,9 @@ class SageMakerT4Endpoint(T4ServingComponent):
     """With endpointTtl: the queue where a delete that kept failing lands (then the endpoint still bills)."""
     hf_token_secret_arn: pulumi.Output[str] | None
     """With hfToken: the Secrets Manager secret holding it (the container reads it at start)."""
+    cost_guards: pulumi.Output[list[CostGuard]]
+    """The guard that stops a forgotten endpoint's bill (endpointTtl): its value, or off with what that can cost
+    per day."""
 
     # args: {} when omitted (read, never changed); Pulumi's analyzer reads its annotation as the package's inputs.
     def __init__(self, name: str, args: SageMakerT4EndpointArgs = {},  # noqa: B006
@@ -442,6 +448,12 @@ class SageMakerT4Endpoint(T4ServingComponent):
         self.endpoint_deletes_at, self.ttl_dead_letter_queue_url = (
             self._delete_after(name, ttl, endpoint, ttl_parts, region, aws_environment)
             if ttl is not None and ttl_parts is not None else (None, None))
+        guards = [cost_guard("endpointTtl", settings.endpoint_ttl.strip() if ttl is not None else None,
+                             f"EventBridge Scheduler deletes the endpoint {settings.endpoint_ttl.strip()} after it is "
+                             "in service", "nothing deletes the endpoint: it bills until `pulumi destroy`",
+                             cost_per_hour_usd(settings, settings.instances_max))]
+        warn_guards_off(guards, self)
+        self.cost_guards = pulumi.Output.from_input(guards)
         body = json.dumps({"model": serving.served_model_name, "max_tokens": 64,
                            "messages": [{"role": "user", "content": "Name the four inner planets."}]})
         self._register_contract(

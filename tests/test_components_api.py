@@ -140,7 +140,8 @@ def test_an_execution_role_the_program_brings_is_used_and_none_is_made():
     role = "arn:aws:iam::123456789012:role/sagemaker-ours"
     plan = run(lambda: SageMakerT4Endpoint("api", {"region": "us-east-2", "execution_role_arn": role}))
     assert plan.one("aws:sagemaker/model:Model").inputs["executionRoleArn"] == role
-    assert [r.name for r in plan.find("aws:iam/role:Role")] == ["api-image-build-role"]
+    # The build's role and the TTL's (endpointTtl is on by default), no execution role.
+    assert [r.name for r in plan.find("aws:iam/role:Role")] == ["api-ttl", "api-image-build-role"]
 
 
 def test_no_component_reads_the_stack_config():

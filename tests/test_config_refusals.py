@@ -112,7 +112,7 @@ GCE = [
     # found by trying ~340 configs as a user would (the config issue's audit)
     (("gpuMemoryUtilization=1.0",), "gpuMemoryUtilization", "gpuMemoryUtilization 0.9"),
     (("servedModelName=--enforce-eager",), "servedModelName", "take it for a flag"),
-    (("terminationAction=DELETE",), "terminationAction", "pulumi config rm gemma4-t4:terminationAction"),
+    (("terminationAction=DELETE", "maxRunHours=0"), "terminationAction", "pulumi config rm gemma4-t4:terminationAction"),
     (("gpuType=nvidia-tesla-v100", "allowNonT4Gpu=true", "dtype=bfloat16"), "dtype", "dtype float16"),
     (("gemma4_t4:maxModelLen=999999999",), "gemma4_t4:maxModelLen", "pulumi config set gemma4-t4:maxModelLen"),
     (("gemma-4-t4:zone=europe-west9-a",), "gemma-4-t4:zone", "not this project's"),

@@ -154,10 +154,11 @@ def test_idle_logic_reads_the_real_servers_metrics(vllm_server):
     idle = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(idle)
     target = HttpTarget(vllm_server)
-    state, stop, _ = idle.decide({}, target.metrics(), now=0.0, idle_minutes=5)
+    window = {"window_started": 0.0, "bound_minutes": 60}
+    state, stop, _ = idle.decide({}, target.metrics(), now=0.0, idle_minutes=5, **window)
     assert state["finished"] is not None and not stop
     target.chat({"model": SERVED, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
-    after, stop, _ = idle.decide(state, target.metrics(), now=600.0, idle_minutes=5)
+    after, stop, _ = idle.decide(state, target.metrics(), now=600.0, idle_minutes=5, **window)
     assert after["finished"] == state["finished"] + 1 and after["last_active"] == 600.0 and not stop
-    _, stop, _ = idle.decide(after, target.metrics(), now=600.0 + 5 * 60, idle_minutes=5)
+    _, stop, _ = idle.decide(after, target.metrics(), now=600.0 + 5 * 60, idle_minutes=5, **window)
     assert stop

@@ -44,6 +44,20 @@ def test_human_plan_lists_resources_and_cost():
     assert "estimated cost while running: $" in result.stdout
 
 
+def test_human_plan_lists_the_cost_guards_and_what_one_off_can_cost():
+    result = plan_cli("gce-t4")
+    assert result.returncode == 0, result.stderr
+    assert "cost guards (what stops a forgotten stack's bill):" in result.stdout
+    assert "  idleStopMinutes 60: the VM stops itself after 60 min without a request" in result.stdout
+    assert "  maxRunHours 24: GCE stops the VM after 24 h running" in result.stdout
+    assert "OFF" not in result.stdout and "cost guard" not in result.stderr
+    result = plan_cli("sagemaker-t4", "--config", "endpointTtl=off")
+    assert result.returncode == 0, result.stderr
+    assert "  endpointTtl OFF: nothing deletes the endpoint: it bills until `pulumi destroy`; can bill $17.66/day" \
+        in result.stdout
+    assert "cost guard endpointTtl is off" in result.stderr, "the program's warning, as `pulumi preview` shows it"
+
+
 def test_config_override_and_dotted_path_apply_like_pulumi_config_set(tmp_path):
     result = plan_cli("gce-t4", "--json", "--config", "gemma4-t4:zone=us-central1-a",
                       "--config", "gemma4-t4:labels.team=ml", "--user-data", str(tmp_path / "ud.yaml"))

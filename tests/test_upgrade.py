@@ -57,6 +57,10 @@ REPLACED_SINCE_020 = {
 # ForceNew, a change is a setLabels call (terraform-provider-google resource_compute_disk.go:637-646 and
 # 1418-1431 at e03b7622).
 ADDED_IN_PLACE = {("gcp:compute/disk:Disk", "labels"): {"gemma4-t4-retain-data-disk"}}
+# Inputs a new default adds (type, input) -> (the keys added, why). The VM is replaced on this upgrade anyway (its
+# guest changed: the idle stop's health bound, on by default); the rest of its inputs must still be 0.2.0's.
+ADDED_BY_A_DEFAULT = {("gcp:compute/instance:Instance", "scheduling"): (
+    {"maxRunDuration", "instanceTerminationAction"}, "maxRunHours' default, 24 (issue 27): GCE stops the VM")}
 KEPT_TYPES = ("gcp:compute/instance:Instance", "gcp:compute/disk:Disk", "aws:sagemaker/endpoint:Endpoint",
               "aws:sagemaker/endpointConfiguration:EndpointConfiguration", "aws:sagemaker/model:Model")
 
@@ -135,7 +139,8 @@ def test_every_resource_of_a_020_stack_is_matched_and_not_replaced(run_stack, st
             kept = {k: new.inputs[k] for k in compared if k in new.inputs}
             for variant in kept.get("productionVariants", []):
                 variant.pop("modelName", None)
-            for (type_, key), added_keys in ADDED_IN_PLACE.items():
+            for (type_, key), added_keys in [*ADDED_IN_PLACE.items(),
+                                             *((k, keys) for k, (keys, _) in ADDED_BY_A_DEFAULT.items())]:
                 if new.type == type_ and key in kept:
                     kept[key] = {k: v for k, v in kept[key].items() if k not in added_keys}
             want = old["inputs_sha256_without_metadata"] if without_guest else old["inputs_sha256"]

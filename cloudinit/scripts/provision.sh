@@ -102,6 +102,9 @@ if [ -f "$REBOOT_FLAG" ]; then
   echo $((count + 1)) >"$count_file"
   log "rebooting to load the NVIDIA driver (reboot $((count + 1)) of at most 2)"
   phase reboot "loading the NVIDIA driver (reboot $((count + 1)) of at most 2)"
+  # The boot after this one continues this boot's health window: the idle stop's bound covers the whole
+  # first boot, driver reboot included (a mark that is lost only gives the next boot a window of its own).
+  python3 "$lib/idle_stop.py" carry || log "could not mark the reboot for the idle stop's health window"
   systemctl reboot
   exit 0
 fi

@@ -35,6 +35,7 @@ MAX_TTL = timedelta(days=365)
 # vLLM refuses to start when the GPU's free memory is below total x utilization, and the CUDA
 # context always holds some: 1.0 never starts. Seed 002 started (and loaded weights) at 0.97.
 MAX_GPU_MEMORY_UTILIZATION = 0.97
+TTL_OFF = ("off", "", "0")
 TTL_PATTERN = re.compile(r"(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?")
 HEALTH_CHECK_RANGE_S = (60, 3600)  # what SageMaker accepts for both timeouts (ProductionVariant API)
 UNPRIVILEGED_PORTS = 1024  # vLLM runs as an unprivileged user on the VM
@@ -225,11 +226,11 @@ def _default_from_tensor_parallel(data: Any, key: str, name: str, pick: Any) -> 
 
 def parse_ttl(raw: str) -> timedelta | None:
     """gemma4-t4:endpointTtl: how long the endpoint may stay up, counted from when it is in
-    service: "8h", "90m", "1d12h"; "" or "0" for none."""
+    service: "8h", "90m", "1d12h"; "off" (or "" or "0", the older spellings) for none."""
     raw = raw.strip()
-    if raw in ("", "0"):
+    if raw.lower() in TTL_OFF:
         return None
-    fix = (Set("endpointTtl", "8h"), " (counted from when the endpoint is in service; \"\" for none)")
+    fix = (Set("endpointTtl", "8h"), " (counted from when the endpoint is in service; off for none)")
     match = TTL_PATTERN.fullmatch(raw)
     if not match or not any(match.groupdict().values()):
         try:
@@ -273,10 +274,10 @@ class GceT4ServerSettings(ServingSettings):
     data_disk_type: str = "pd-balanced"
     retain_data_disk: Flag = True
     swap_size_gb: int = Field(16, ge=0, le=65536)
-    max_run_hours: int = Field(0, ge=0, le=catalog.GCE_MAX_RUN_DURATION_HOURS)
+    max_run_hours: int = Field(catalog.DEFAULT_MAX_RUN_HOURS, ge=0, le=catalog.GCE_MAX_RUN_DURATION_HOURS)
     spot: Flag = False
     termination_action: Annotated[TerminationAction | None, BeforeValidator(_none_if_empty)] = None
-    idle_stop_minutes: int = Field(0, ge=0)
+    idle_stop_minutes: int = Field(catalog.DEFAULT_IDLE_STOP_MINUTES, ge=0)
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     allow_non_loopback_host: Flag = False
@@ -401,9 +402,6 @@ class GceT4ServerSettings(ServingSettings):
             raise ConfigError("terminationAction", f"{self.termination_action} applies only to a SPOT VM or one with "
                               "maxRunHours; GCE refuses a termination action on a standard VM without a run limit",
                               (Unset("terminationAction"), " (or ", Set("maxRunHours", 8), ")"))
-        if self.spot and self.max_run_hours and not self.termination_action:
-            raise ConfigError("terminationAction", "a SPOT VM with maxRunHours needs an explicit termination action",
-                              (Set("terminationAction", "STOP"), " (the data disk stays either way)"))
         if 0 < self.idle_stop_minutes < MIN_IDLE_STOP_MINUTES:
             raise ConfigError("idleStopMinutes", f"{self.idle_stop_minutes} min would stop a VM between two requests",
                               (Set("idleStopMinutes", MIN_IDLE_STOP_MINUTES), " (or 0 for off)"))
@@ -535,7 +533,7 @@ class SageMakerT4EndpointSettings(ServingSettings):
     model_data_download_timeout_seconds: int = Field(1800, ge=HEALTH_CHECK_RANGE_S[0], le=HEALTH_CHECK_RANGE_S[1])
     keep_images: Flag = False
     image_builder: ImageBuilder = ImageBuilder.CODEBUILD
-    endpoint_ttl: str = ""
+    endpoint_ttl: str = catalog.DEFAULT_ENDPOINT_TTL
     log_retention_days: int = 14
     hf_token: AnyInput = None
 

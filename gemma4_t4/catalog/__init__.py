@@ -7,7 +7,7 @@ these numbers. The bottom layer: it imports nothing of the project but the clamp
 facts. Shell and Make read it through ``python -m gemma4_t4.catalog get KEY``.
 
 One module per subject: ``pins`` (versions), ``gpus``, ``prices``, ``gce``, ``aws``, ``models``,
-``vllm``.
+``vllm``, ``guards`` (the cost guards' defaults).
 """
 
 from . import vllm
@@ -101,6 +101,14 @@ from .gce import (
 )
 from .gcp_provider import PULUMI_GCP_CONFIG_KEYS
 from .gpus import GIB, NO_BFLOAT16_GPUS, T4_CARD_MIB, TENSOR_PARALLEL_SIZES, TESLA_T4, Gpu, heads_per_rank
+from .guards import (
+    DEFAULT_ENDPOINT_TTL,
+    DEFAULT_IDLE_STOP_MINUTES,
+    DEFAULT_MAX_RUN_HOURS,
+    HEALTH_BOUND_MINUTES,
+    HOURS_PER_DAY,
+    health_bound_minutes,
+)
 from .models import MODELS, Model, find_model
 from .pins import CLAMP_VERIFIED_VLLM, GCE_VLLM_RELEASED, GCE_VLLM_VERSIONS, PINS, VLLM_CPU_FOR_GCE
 from .prices import HOURS_PER_MONTH, Price
@@ -124,6 +132,9 @@ __all__ = [
     "CODEBUILD_QUEUE_LIMIT",
     "CODEBUILD_SERVICE_CODE",
     "CODEBUILD_TRUST_SOURCE_ARN",
+    "DEFAULT_ENDPOINT_TTL",
+    "DEFAULT_IDLE_STOP_MINUTES",
+    "DEFAULT_MAX_RUN_HOURS",
     "DEFAULT_MODEL_DOWNLOAD_BYTES",
     "ECR_IMAGE",
     "ECR_UNTAGGED_EXPIRY_DAYS",
@@ -140,7 +151,9 @@ __all__ = [
     "GCE_VLLM_VERSIONS",
     "GIB",
     "GPU_MACHINE_FAMILY",
+    "HEALTH_BOUND_MINUTES",
     "HF_TOKEN_SECRET_ENV",
+    "HOURS_PER_DAY",
     "HOURS_PER_MONTH",
     "HUB_DOWNLOAD_BYTES_PER_S",
     "MODELS",
@@ -201,6 +214,7 @@ __all__ = [
     "cuda_required_by_image",
     "find_model",
     "heads_per_rank",
+    "health_bound_minutes",
     "n1_standard_for",
     "other_partition",
     "region_of",

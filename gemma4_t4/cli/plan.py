@@ -86,3 +86,5 @@ def show(result: offline.Plan) -> None:
         console.print(cost, markup=False)
     for item in clouds.extra_costs(result):
         console.print(f"  plus {item.name}: ${item.usd:,.2f}/{item.per} ({item.source})", markup=False)
+    for line in offline.guard_lines(result):
+        console.print(line, markup=False)

@@ -476,6 +476,23 @@ def cost_line(plan: Plan) -> str | None:
     return f"estimated cost while running: {shown} ({prices}; the bill is the truth)"
 
 
+def guard_lines(plan: Plan) -> list[str]:
+    """The stack's cost guards (its `cost_guards` output): each with its value, or off with what that can cost
+    per day; none for a stack without the output."""
+    guards = plan.outputs.get("cost_guards") or []
+    if not guards:
+        return []
+    lines = ["cost guards (what stops a forgotten stack's bill):"]
+    for guard in guards:
+        if guard["on"]:
+            lines.append(f"  {guard['key']} {guard['value']}: {guard['effect']}")
+            continue
+        per_day = guard.get("off_usd_per_day")
+        cost = f"${per_day:,.2f}/day" if per_day is not None else "an unknown amount per day (no catalog price)"
+        lines.append(f"  {guard['key']} OFF: {guard['effect']}; can bill {cost}")
+    return lines
+
+
 def memory_line(plan: Plan) -> str | None:
     """The stack's memory plan in vLLM's own terms (the `memory_plan` output), or None."""
     m = plan.outputs.get("memory_plan")
@@ -505,6 +522,7 @@ def format_plan(plan: Plan) -> str:
         lines.append(memory)
     if (cost := cost_line(plan)) is not None:
         lines.append(cost)
+    lines += guard_lines(plan)
     return "\n".join(lines)
 
 
