@@ -11,6 +11,7 @@ cloudinit/); without an external IP, Cloud NAT for its downloads; and per-instan
 
 import asyncio
 import math
+import re
 from collections.abc import Sequence
 from typing import Any, cast
 
@@ -416,12 +417,15 @@ def cloud_nat(name: str, settings: GceT4ServerSettings, network: pulumi.Input[st
 def grant_operators(name: str, members: Sequence[str], instance: gcp.compute.Instance,
                     child: pulumi.ResourceOptions) -> None:
     """Each operator may open an IAP tunnel to this VM and log in to it (no sudo), and nothing more."""
-    for number, member in enumerate(members):
-        where = {"project": instance.project, "zone": instance.zone}
-        gcp.iap.TunnelInstanceIAMMember(f"{name}-operator-{number}-tunnel", instance=instance.name, member=member,
-                                        role=OPERATOR_TUNNEL_ROLE, opts=child, **where)
-        gcp.compute.InstanceIAMMember(f"{name}-operator-{number}-login", instance_name=instance.name, member=member,
-                                      role=OPERATOR_LOGIN_ROLE, opts=child, **where)
+    for member in members:
+        # Named by the member, not its place in the list: removing one operator leaves the others' grants alone.
+        who = re.sub(r"[^A-Za-z0-9@._-]+", "-", member)
+        gcp.iap.TunnelInstanceIAMMember(f"{name}-tunnel-{who}", instance=instance.name, member=member,
+                                        role=OPERATOR_TUNNEL_ROLE, project=instance.project, zone=instance.zone,
+                                        opts=child)
+        gcp.compute.InstanceIAMMember(f"{name}-login-{who}", instance_name=instance.name, member=member,
+                                      role=OPERATOR_LOGIN_ROLE, project=instance.project, zone=instance.zone,
+                                      opts=child)
 
 
 def first_boot_download_bytes(plan: ServingPlan) -> int:
@@ -558,7 +562,7 @@ class GceT4Server(T4ServingComponent):
             pulumi.log.warn(f"no catalog price for {settings.machine_type} + {settings.gpu_type} in "
                             f"{settings.region}: cost not estimated", resource=self)
         self.data_disk_name = data_disk.name
-        self.first_boot_nat_usd = first_boot_nat_usd(plan) if nat else None
+        self.first_boot_nat_usd = pulumi.Output.from_input(first_boot_nat_usd(plan)) if nat else None
         self.memory_plan = pulumi.Output.from_input(cast(MemoryPlan, plan.memory.as_output())) if plan.memory else None
         forward = f"{serving.port}:127.0.0.1:{serving.port}"
         self._register_contract(

@@ -104,6 +104,7 @@ def test_the_vm_has_no_service_account_so_operators_need_no_service_account_user
     (("cloudNat=true",), "gemma4-t4:cloudNat", "externalIp false"),
     (("operators=alice@example.com",), "gemma4-t4:operators", "operators user:alice@example.com"),
     (("operators=allUsers",), "gemma4-t4:operators", "operators user:YOU@example.com"),
+    (("operators=user:a@example.com,user:a@example.com",), "gemma4-t4:operators", "operators user:a@example.com"),
 ], ids=lambda value: value[0] if isinstance(value, tuple) else None)
 def test_refused_at_preview_with_the_key_and_the_fix(refused_stack, overrides, key, fix):
     error, partial = refused_stack("gce-t4", *overrides)
@@ -215,6 +216,9 @@ def test_operators_get_the_tunnel_and_os_login_on_this_instance_only(run_stack):
         assert member.inputs["role"] == "roles/compute.osLogin", "no sudo: osAdminLogin is the user's choice"
         assert (member.inputs["instanceName"], member.inputs["zone"]) == (vm["name"], "us-west2-b")
     assert not run_stack("gce-t4").find(TUNNEL_MEMBER), "none without operators"
+    # Named by member: dropping alice leaves the on-call group's grants as they are (no replacement).
+    kept = run_stack("gce-t4", "operators=group:oncall@example.com")
+    assert [m.name for m in kept.find(LOGIN_MEMBER)] == [m.name for m in logins if "oncall" in m.inputs["member"]]
 
 
 def test_operators_as_a_list_from_the_stack_file():

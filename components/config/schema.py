@@ -495,6 +495,9 @@ ANYONE = ("allUsers", "allAuthenticatedUsers")
 
 
 def _check_operators(members: tuple[str, ...]) -> None:
+    if len(set(members)) != len(members):
+        twice = next(member for member in members if members.count(member) > 1)
+        raise ConfigError("operators", f"{twice} is listed twice", Set("operators", ",".join(dict.fromkeys(members))))
     for member in members:
         if member in ANYONE:
             raise ConfigError("operators", f"{member} is anyone: it would let anyone open an IAP tunnel to the VM "

@@ -126,6 +126,12 @@ class Gce(Cloud):
                 f"the model's checkpoint and the vLLM environment (~{catalog.FIRST_BOOT_VLLM_ENV_BYTES / 1e9:g} GB, "
                 f"catalog.FIRST_BOOT_VLLM_ENV_BYTES; the driver's packages not counted) x "
                 f"${price.usd_per_hour}/GiB: {price.source}"))
+            address = catalog.CLOUD_NAT_PRICES["nat:ip-hour"]
+            estimate.notes.append(
+                f"Cloud NAT: serving includes its gateway and address; while the VM is stopped, the address the "
+                f"gateway allocated may still bill (${address.usd_per_hour}/h, "
+                f"${address.usd_per_hour * catalog.HOURS_PER_MONTH:.2f}/month, not in `stopped`) until Cloud NAT "
+                "releases it; `pulumi destroy` deletes the gateway")
         estimate.stoppable = True
         estimate.stopped_usd_per_month = lifecycle.total_usd_per_month(estimate.disks)
         estimate.notes.append("`gemma4-t4 stop --stack STACK` ends the machine and GPU bills and keeps both disks; "

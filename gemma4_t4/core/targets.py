@@ -196,7 +196,8 @@ class TunnelSign:
 
 
 IAP_NOT_AUTHORIZED_FIX = ("your account needs roles/iap.tunnelResourceAccessor (IAP-secured Tunnel User) on the "
-                          "project, and port 22 open to 35.235.240.0/20 (the stack's firewall rule)")
+                          "VM (add it to the stack's operators, then pulumi up), and port 22 open to 35.235.240.0/20 "
+                          "(the stack's firewall rule)")
 TUNNEL_SIGNS = (
     TunnelSign("You do not currently have an active account selected",
                "gcloud has no active account: run `gcloud auth login`", grace_s=0),
@@ -209,7 +210,7 @@ TUNNEL_SIGNS = (
     TunnelSign("4010: 'destination read failed'", "the IAP connection dropped (4010: destination read failed)"),
     TunnelSign("Permission denied (publickey)",
                "sshd refused the key (Permission denied (publickey)): a new key takes a minute to reach the VM; "
-               "if it lasts, your account needs roles/compute.osAdminLogin", grace_s=180),
+               "if it lasts, your account needs roles/compute.osLogin on the VM (the stack's operators)", grace_s=180),
     # ssh(1) when the far end closes an open session, e.g. sshd stopping for the driver's reboot.
     TunnelSign("closed by remote host", "the VM closed the tunnel (a reboot?)"),
     # OpenSSH channels.c with ExitOnForwardFailure, when the local port was taken meanwhile.
