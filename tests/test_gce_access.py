@@ -3,16 +3,20 @@ with a key and source ranges, no external IP with Cloud NAT, and per-instance gr
 
 from __future__ import annotations
 
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pulumi
 import pytest
 import yaml
-from conftest import REPO
+from conftest import REPO, send_json
 
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.components import GceT4Server, InvalidArgs
 from gemma4_t4.components.guest import render_serving_env
 from gemma4_t4.core import plan as offline
 from gemma4_t4.core.cost import CostEstimate
+from gemma4_t4.core.targets import HttpTarget, TargetError
 
 pytestmark = pytest.mark.components
 
@@ -227,3 +231,39 @@ def test_operators_as_a_list_from_the_stack_file():
     config["gemma4-t4:operators"] = yaml.safe_load("[user:alice@example.com]")
     plan = clouds.offline_plan("gce-t4", config)
     assert [m.inputs["member"] for m in plan.find(LOGIN_MEMBER)] == ["user:alice@example.com"]
+
+
+# --- the operator tools with a key -----------------------------------------------------------------
+
+
+class _KeyedVllm(BaseHTTPRequestHandler):
+    """vLLM with an API key, as its middleware answers (0.30.0 vllm/entrypoints/serve/middleware/authenticate.py:
+    a path under /v1 without `Authorization: Bearer KEY` gets 401 {"error": "Unauthorized"}; /health is not
+    guarded)."""
+
+    def do_GET(self):
+        guarded = self.path.startswith(catalog.vllm.API_KEY_GUARDED_PREFIXES)
+        if guarded and self.headers.get("Authorization") != f"Bearer {KEY}":
+            send_json(self, 401, {"error": "Unauthorized"})
+        else:
+            send_json(self, 200, {"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def keyed_vllm():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _KeyedVllm)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_the_operator_tools_send_the_key_from_the_environment(keyed_vllm, monkeypatch):
+    monkeypatch.delenv("VLLM_API_KEY", raising=False)
+    with pytest.raises(TargetError, match="HTTP 401"):
+        HttpTarget(keyed_vllm)._request("GET", "/v1/models")
+    assert HttpTarget(keyed_vllm).health(), "/health answers without the key"
+    monkeypatch.setenv("VLLM_API_KEY", KEY)
+    assert HttpTarget(keyed_vllm)._request("GET", "/v1/models").json()["data"][0]["id"] == "m"

@@ -23,6 +23,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from .. import catalog
+
 
 class TargetError(RuntimeError):
     """A failure the operator can act on: the message says what and what to do."""
@@ -90,7 +92,11 @@ class HttpTarget:
     def client(self) -> httpx.Client:
         if self._client is None:
             timeout = httpx.Timeout(self.read_timeout_s, connect=CONNECT_TIMEOUT_S)
-            self._client = httpx.Client(base_url=self.base_url, timeout=timeout)
+            # A stack with apiKey: vLLM refuses /v1 without it, through the tunnel too. The operator's environment
+            # holds it under the name vLLM reads it from (catalog.vllm.API_KEY_ENV).
+            key = os.environ.get(catalog.vllm.API_KEY_ENV, "").strip()
+            headers = {"Authorization": f"Bearer {key}"} if key else None
+            self._client = httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers)
         return self._client
 
     def _error(self, path: str, err: Exception) -> TargetError:
