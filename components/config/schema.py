@@ -37,6 +37,8 @@ MAX_GPU_MEMORY_UTILIZATION = 0.97
 TTL_PATTERN = re.compile(r"(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?")
 HEALTH_CHECK_RANGE_S = (60, 3600)  # what SageMaker accepts for both timeouts (ProductionVariant API)
 UNPRIVILEGED_PORTS = 1024  # vLLM runs as an unprivileged user on the VM
+# vLLM's API key, the one check on its /v1: 32 hex characters are 128 random bits (`openssl rand -hex 32` gives 64).
+MIN_API_KEY_CHARS = 32
 AWS_REGION = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d")
 GCE_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 GCE_NAME_MAX = 63
@@ -447,12 +449,10 @@ class GceT4ServerSettings(ServingSettings):
             raise ConfigError("host", f"vLLM on {self.host} only is not reached by the tunnel or the idle stop, which "
                               "use 127.0.0.1", (Set("host", "0.0.0.0"), " (with allowNonLoopbackHost)"))
 
-
     def _check_exposure(self) -> None:
         """vLLM beyond the VM's loopback: only with a key on its API and the address ranges the firewall admits to
         its port (the stack's deny-all rule keeps everything else out)."""
-        for key, value in (("apiSourceRanges", self.api_source_ranges),):
-            _check_source_ranges(key, value, self.port)
+        _check_source_ranges("apiSourceRanges", self.api_source_ranges, self.port)
         if not self.allow_non_loopback_host:
             if self.api_source_ranges:
                 raise ConfigError("apiSourceRanges", f"admits {', '.join(self.api_source_ranges)} to port {self.port}, "
@@ -485,7 +485,6 @@ class GceT4ServerSettings(ServingSettings):
                               (Set("externalIp", False), " (or ", Unset("cloudNat"), ")"))
 
 
-MIN_API_KEY_CHARS = 32
 # IAM members a role can be granted to (cloud.google.com/iam/docs/principal-identifiers); allUsers and
 # allAuthenticatedUsers are anyone.
 IAM_MEMBER = re.compile(r"(user|group|serviceAccount):[^@\s:]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"
