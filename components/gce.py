@@ -2,13 +2,17 @@
 tensorParallelSize 2 or 4, an n1-standard-4 or -8 with that many T4s and vLLM split over them).
 
 Resources (all children of the component): a private VPC with one subnet (or the network and
-subnetwork the caller brings), a firewall rule that admits SSH from Google's IAP range only (nothing
-opens the vLLM port), a pd-balanced data disk that outlives the VM, and the VM itself, whose guest
-is set up by cloud-config (see cloudinit/).
+subnetwork the caller brings); for the VM's tag, a firewall rule that admits SSH from Google's IAP range and one
+that denies every other source at a priority above the network's own rules (so a caller's network, the default
+one included, reaches it only through IAP; with allowNonLoopbackHost, apiSourceRanges to vLLM's port too); a
+pd-balanced data disk that outlives the VM; the VM itself, whose guest is set up by cloud-config (see
+cloudinit/); without an external IP, Cloud NAT for its downloads; and per-instance IAM grants for the operators.
 """
 
 import asyncio
 import math
+import re
+from collections.abc import Sequence
 from typing import Any, cast
 
 import pulumi
@@ -38,7 +42,12 @@ from .serving import ServingPlan, check_serving
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:gce:T4Server"
-IAP_SSH_SOURCE_RANGE = "35.235.240.0/20"  # Google's IAP TCP-forwarding range
+IAP_SSH_SOURCE_RANGE = catalog.IAP_TCP_FORWARDING_RANGE
+# What an operator needs on this VM only (iap.TunnelInstanceIAMMember, compute.InstanceIAMMember): the IAP tunnel
+# to it, and OS Login without sudo. roles/compute.osAdminLogin (sudo: `gemma4-t4 logs` reads the journal) is the
+# user's to grant on the instance when wanted (docs/gce.md).
+OPERATOR_TUNNEL_ROLE = "roles/iap.tunnelResourceAccessor"
+OPERATOR_LOGIN_ROLE = "roles/compute.osLogin"
 DATA_DISK_DEVICE_NAME = "gemma4-data"
 SUBNET_CIDR = "10.80.0.0/24"
 # Data disk beyond the checkpoint and swap: the vLLM venv, pip's cache, the compile cache.
@@ -110,7 +119,25 @@ class GceT4ServerArgs(ServingArgs, total=False):
     port: int
     """vLLM's port, 1024 or above (the tunnel forwards it)."""
     allow_non_loopback_host: bool
-    """Opt-in: vLLM on 0.0.0.0 (its OpenAI API has no auth; the firewall admits only IAP SSH)."""
+    """Opt-in: vLLM on 0.0.0.0, only with apiKey and apiSourceRanges (the firewall admits those ranges to the port;
+    every other source but IAP's SSH is denied)."""
+    api_key: pulumi.Input[str]
+    """vLLM's API key, as a secret (at least 32 characters: openssl rand -hex 32); required by allowNonLoopbackHost.
+    vLLM checks it on /v1 only (its /health, /metrics, /tokenize and others answer without it), and the VM's
+    metadata holds it: anyone who may read the instance (compute.instances.get) reads it."""
+    api_source_ranges: Sequence[str]
+    """IPv4 CIDRs the firewall admits to vLLM's port, with allowNonLoopbackHost (never 0.0.0.0/0); in the stack
+    config, comma-separated."""
+    external_ip: bool
+    """An ephemeral external IP for the VM's downloads (no ingress: the firewall admits only IAP). false: none, and
+    the downloads go through Cloud NAT (made by the component on its own network; see cloudNat), which costs more:
+    about $0.7 of NAT processing per first boot plus $0.0014/h."""
+    cloud_nat: bool
+    """With externalIp false on a network you bring: make a Cloud Router and Cloud NAT for the VM's subnetwork (leave
+    it false if the network already routes to the internet). On the component's own network it is made anyway."""
+    operators: Sequence[str]
+    """IAM members (user:EMAIL, group:EMAIL, serviceAccount:EMAIL...) granted, on this VM only, the IAP tunnel
+    (roles/iap.tunnelResourceAccessor) and OS Login (roles/compute.osLogin); in the stack config, comma-separated."""
     vllm_version: str
     """The vLLM the VM installs: a clamp-verified version with its lock (0.30.0, which has served Gemma 4 on a T4;
     or 0.33.0, resolved in CI but not yet run on a T4)."""
@@ -337,7 +364,7 @@ def cost_per_hour_usd(settings: GceT4ServerSettings) -> float | None:
     monthly_disks = (settings.boot_disk_size_gb * prices[keys[3]].usd_per_hour
                      + settings.data_disk_size_gb * prices[keys[4]].usd_per_hour)
     hourly = (prices[keys[0]].usd_per_hour + prices[keys[1]].usd_per_hour * settings.gpu_count
-              + prices[keys[2]].usd_per_hour + monthly_disks / catalog.HOURS_PER_MONTH)
+              + egress_usd_per_hour(settings, prices[keys[2]].usd_per_hour) + monthly_disks / catalog.HOURS_PER_MONTH)
     return round(hourly, 4)
 
 
@@ -357,9 +384,95 @@ def cost_guards(settings: GceT4ServerSettings, health_bound_minutes: int,
     ]
 
 
+def egress_usd_per_hour(settings: GceT4ServerSettings, external_ip: float) -> float:
+    """The VM's way out: its external address, or the component's Cloud NAT (one VM on the gateway, and the
+    address the gateway allocates); 0 where a caller's network carries it (billed to that network)."""
+    if settings.external_ip:
+        return external_ip
+    if settings.network is None or settings.cloud_nat:
+        nat = catalog.CLOUD_NAT_PRICES
+        return nat["nat:vm-hour"].usd_per_hour + nat["nat:ip-hour"].usd_per_hour
+    return 0.0
+
+
 def data_disk_monthly_usd(settings: GceT4ServerSettings) -> float | None:
     price = catalog.GCE_PRICES.get(settings.region, {}).get(f"disk:{settings.data_disk_type}:gb-month")
     return None if price is None else round(settings.data_disk_size_gb * price.usd_per_hour, 2)
+
+
+def firewall(name: str, settings: GceT4ServerSettings, network: pulumi.Input[str], tag: str,
+             child: pulumi.ResourceOptions) -> None:
+    """The VM's ingress, whatever else the network allows: what the stack admits (IAP's SSH; with
+    allowNonLoopbackHost, apiSourceRanges to vLLM's port) above a deny-all for the VM's tag, which is above every
+    rule a network usually has (1000 by default, the default network's 65534: catalog.FIREWALL_DENY_PRIORITY)."""
+    project = settings.project or None
+    gcp.compute.Firewall(
+        f"{name}-allow-iap-ssh", network=network, project=project, direction="INGRESS",
+        priority=catalog.FIREWALL_ALLOW_PRIORITY, source_ranges=[IAP_SSH_SOURCE_RANGE],
+        allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])], target_tags=[tag],
+        description="gemma4-t4: SSH through Identity-Aware Proxy", opts=child)
+    if settings.allow_non_loopback_host and settings.api_source_ranges:
+        gcp.compute.Firewall(
+            f"{name}-allow-api", network=network, project=project, direction="INGRESS",
+            priority=catalog.FIREWALL_ALLOW_PRIORITY, source_ranges=list(settings.api_source_ranges),
+            allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(settings.port)])], target_tags=[tag],
+            description="gemma4-t4: vLLM's port from apiSourceRanges (allowNonLoopbackHost; vLLM checks apiKey)",
+            opts=child)
+    gcp.compute.Firewall(
+        f"{name}-deny-other-ingress", network=network, project=project, direction="INGRESS",
+        priority=catalog.FIREWALL_DENY_PRIORITY, source_ranges=["0.0.0.0/0"],
+        denies=[gcp.compute.FirewallDenyArgs(protocol="all")], target_tags=[tag],
+        description="gemma4-t4: no other ingress to the VM, whatever the network's own rules allow", opts=child)
+
+
+def cloud_nat(name: str, settings: GceT4ServerSettings, network: pulumi.Input[str], subnetwork: pulumi.Input[str],
+              child: pulumi.ResourceOptions) -> gcp.compute.RouterNat | None:
+    """Cloud NAT for a VM without an external IP: on the component's own network always, on a caller's with
+    cloudNat (for the VM's subnetwork only); None otherwise."""
+    if settings.external_ip:
+        return None
+    own = settings.network is None
+    if not own and not settings.cloud_nat:
+        pulumi.log.warn("externalIp false on your network without cloudNat: the VM's first boot downloads the "
+                        "driver, vLLM and the model, and fails unless the network already routes its subnetwork to "
+                        "the internet (its own Cloud NAT); set cloudNat true to have the stack make one")
+        return None
+    project = settings.project or None
+    router = gcp.compute.Router(f"{name}-router", network=network, region=settings.region, project=project,
+                                description="gemma4-t4: Cloud NAT for the VM's downloads (it has no external IP)",
+                                opts=child)
+    every = "ALL_SUBNETWORKS_ALL_IP_RANGES"
+    return gcp.compute.RouterNat(
+        f"{name}-nat", router=router.name, region=settings.region, project=project,
+        nat_ip_allocate_option="AUTO_ONLY",
+        source_subnetwork_ip_ranges_to_nat=every if own else "LIST_OF_SUBNETWORKS",
+        subnetworks=None if own else [gcp.compute.RouterNatSubnetworkArgs(
+            name=subnetwork, source_ip_ranges_to_nats=["ALL_IP_RANGES"])],
+        opts=child)
+
+
+def grant_operators(name: str, members: Sequence[str], instance: gcp.compute.Instance,
+                    child: pulumi.ResourceOptions) -> None:
+    """Each operator may open an IAP tunnel to this VM and log in to it (no sudo), and nothing more."""
+    for member in members:
+        # Named by the member, not its place in the list: removing one operator leaves the others' grants alone.
+        who = re.sub(r"[^A-Za-z0-9@._-]+", "-", member)
+        gcp.iap.TunnelInstanceIAMMember(f"{name}-tunnel-{who}", instance=instance.name, member=member,
+                                        role=OPERATOR_TUNNEL_ROLE, project=instance.project, zone=instance.zone,
+                                        opts=child)
+        gcp.compute.InstanceIAMMember(f"{name}-login-{who}", instance_name=instance.name, member=member,
+                                      role=OPERATOR_LOGIN_ROLE, project=instance.project, zone=instance.zone,
+                                      opts=child)
+
+
+def first_boot_download_bytes(plan: ServingPlan) -> int:
+    """What a first boot downloads that the catalog sizes: the model's checkpoint and the vLLM environment."""
+    return (plan.facts.checkpoint_bytes if plan.facts else 0) + catalog.FIRST_BOOT_VLLM_ENV_BYTES
+
+
+def first_boot_nat_usd(plan: ServingPlan) -> float:
+    price = catalog.CLOUD_NAT_PRICES["nat:gib-processed"].usd_per_hour
+    return round(first_boot_download_bytes(plan) / catalog.GIB * price, 2)
 
 
 class GceT4Server(T4ServingComponent):
@@ -374,6 +487,9 @@ class GceT4Server(T4ServingComponent):
     cost_guards: pulumi.Output[list[CostGuard]]
     """The guards that stop a forgotten VM's bill (idleStopMinutes, maxRunHours): each with its value, or off with
     what that can cost per day."""
+    first_boot_nat_usd: pulumi.Output[float] | None
+    """With the component's Cloud NAT: what NAT processing of the first boot's downloads costs (the model's
+    checkpoint and the vLLM environment, at the catalog's list price); absent without one."""
 
     # args: {} when omitted (read, never changed); Pulumi's analyzer reads its annotation as the package's inputs.
     def __init__(self, name: str, args: GceT4ServerArgs = {},  # noqa: B006
@@ -395,8 +511,13 @@ class GceT4Server(T4ServingComponent):
         user_data = render_user_data(GuestSettings(
             DATA_DISK_DEVICE_NAME, settings.swap_size_gb, idle_stop_minutes=settings.idle_stop_minutes,
             vllm_version=settings.vllm_version))
-        serving_env = render_serving_env(serving.vllm_args(), serving.port,
-                                         plan.facts.checkpoint_bytes if plan.facts else 0)
+        checkpoint_bytes = plan.facts.checkpoint_bytes if plan.facts else 0
+        serving_env: pulumi.Input[str] = render_serving_env(serving.vllm_args(), serving.port, checkpoint_bytes)
+        if settings.api_key is not None:
+            # A secret: the whole value is kept encrypted in the state, and the guest writes it to a file only
+            # root reads (systemd hands it to vLLM as VLLM_API_KEY, out of its command line).
+            serving_env = pulumi.Output.secret(pulumi.Output.from_input(settings.api_key).apply(
+                lambda key: render_serving_env(serving.vllm_args(), serving.port, checkpoint_bytes, api_key=key)))
 
         super().__init__(type_token(GceT4Server), name, None, with_alias(opts, LEGACY_TYPE))
         child = pulumi.ResourceOptions(parent=self)
@@ -421,17 +542,8 @@ class GceT4Server(T4ServingComponent):
                 opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True)).id
         else:
             network_id, subnet_id = settings.network, settings.subnetwork
-        gcp.compute.Firewall(
-            f"{name}-allow-iap-ssh",
-            network=network_id,
-            project=project,
-            direction="INGRESS",
-            source_ranges=[IAP_SSH_SOURCE_RANGE],
-            allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
-            target_tags=[network_tag],
-            description="SSH through Identity-Aware Proxy only; the vLLM port stays on loopback",
-            opts=child,
-        )
+        firewall(name, settings, network_id, network_tag, child)
+        nat = cloud_nat(name, settings, network_id, subnet_id, child)
         if existing:
             pulumi.log.info(f"adopting the retained data disk {disk_name} ({existing})", resource=self)
         data_disk = gcp.compute.Disk(
@@ -464,9 +576,10 @@ class GceT4Server(T4ServingComponent):
                                                                  device_name=DATA_DISK_DEVICE_NAME)],
             network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
                 subnetwork=subnet_id,
-                # An ephemeral public address for egress only (apt, PyPI, Hugging Face): the
-                # network has no ingress rule but IAP SSH.
-                access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()],
+                # An ephemeral public address for egress only (apt, PyPI, Hugging Face): the firewall denies every
+                # source but IAP's SSH. Without one, Cloud NAT (or the caller's network) carries the downloads.
+                access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()] if settings.external_ip
+                else [],
             )],
             # Updated in place (setMetadata): the serving values, which the guest watches and restarts vLLM
             # with, and guest attributes on, for the boot's progress (the gemma4-t4/ namespace).
@@ -482,8 +595,9 @@ class GceT4Server(T4ServingComponent):
             labels=labels,
             allow_stopping_for_update=True,
             # The data disk attaches to one VM at a time: a replaced VM goes before its successor comes.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True),
+            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[nat] if nat else None),
         )
+        grant_operators(name, settings.operators, instance, child)
 
         cost = cost_per_hour_usd(settings)
         if cost is None:
@@ -496,6 +610,7 @@ class GceT4Server(T4ServingComponent):
         warn_guards_off(guards, self)
         self.cost_guards = pulumi.Output.from_input(guards)
         self.data_disk_name = data_disk.name
+        self.first_boot_nat_usd = pulumi.Output.from_input(first_boot_nat_usd(plan)) if nat else None
         self.memory_plan = pulumi.Output.from_input(cast(MemoryPlan, plan.memory.as_output())) if plan.memory else None
         forward = f"{serving.port}:127.0.0.1:{serving.port}"
         self._register_contract(

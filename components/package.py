@@ -46,7 +46,7 @@ COMPONENTS: list[type[pulumi.ComponentResource]] = [GceT4Server, SageMakerT4Endp
 # Inputs the schema marks secret (the analyzer cannot see it): every language's SDK then sends them as secrets,
 # and the engine keeps them encrypted in the state. The stack program's secret keys are the same
 # (clouds/stack_config.py SECRET_KEYS; a test holds them equal).
-SECRET_INPUTS = frozenset({"hfToken"})
+SECRET_INPUTS = frozenset({"hfToken", "apiKey"})
 # Each component whose inputs have Settings: where the defaults come from.
 SETTINGS: dict[type[pulumi.ComponentResource], type[BaseModel]] = {
     GceT4Server: GceT4ServerSettings, SageMakerT4Endpoint: SageMakerT4EndpointSettings}

@@ -91,7 +91,8 @@ def test_a_network_the_program_brings_is_used_and_none_is_made():
 
     plan = run(program)
     assert not plan.find("gcp:compute/network:Network") and not plan.find("gcp:compute/subnetwork:Subnetwork")
-    assert plan.one("gcp:compute/firewall:Firewall").inputs["network"] == "projects/p/global/networks/mine"
+    assert {rule.inputs["network"] for rule in plan.find("gcp:compute/firewall:Firewall")} == {
+        "projects/p/global/networks/mine"}
     nic = plan.one(INSTANCE).inputs["networkInterfaces"][0]
     assert nic["subnetwork"] == "projects/p/regions/us-west2/subnetworks/mine"
 

@@ -44,7 +44,6 @@ def test_26b_refusal_gives_the_numbers(refused_stack):
 
 @pytest.mark.parametrize("overrides", [
     ("gpuType=nvidia-tesla-v100", "allowNonT4Gpu=true"),
-    ("host=0.0.0.0", "allowNonLoopbackHost=true"),
     ("model=google/gemma-4-26B-A4B-it-qat-w4a16-ct", "allowModelOverflow=true"),
     ("swapSizeGb=0", "machineType=n1-highmem-8"),
     ("model=someone/unknown-model", "allowUnsizedModel=true"),

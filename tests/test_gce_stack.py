@@ -74,19 +74,6 @@ def test_the_disk_carries_the_retain_flag_the_state_gets(run_stack, retain):
     assert disk.options["retainOnDelete"] is (retain == "true")
 
 
-def test_only_iap_ssh_is_admitted_and_nothing_opens_the_vllm_port(run_stack):
-    plan = run_stack("gce-t4")
-    rules = plan.find(FIREWALL)
-    assert len(rules) == 1
-    rule = rules[0].inputs
-    assert rule["direction"] == "INGRESS"
-    assert rule["sourceRanges"] == ["35.235.240.0/20"]
-    assert rule["allows"] == [{"protocol": "tcp", "ports": ["22"]}]
-    assert rule["targetTags"] == plan.one(INSTANCE).inputs["tags"]
-    network = plan.one("gcp:compute/network:Network").inputs
-    assert network["autoCreateSubnetworks"] is False, "a default network would bring its own open rules"
-
-
 def test_secure_boot_is_off_so_the_unsigned_dkms_module_loads(run_stack):
     assert run_stack("gce-t4").one(INSTANCE).inputs["shieldedInstanceConfig"]["enableSecureBoot"] is False
 

@@ -28,6 +28,10 @@ MUTATIONS = [
      "on_host_maintenance=settings.on_host_maintenance.value", 'on_host_maintenance="MIGRATE"'),
     ("only IAP may reach SSH", "components/gce.py",
      "source_ranges=[IAP_SSH_SOURCE_RANGE]", 'source_ranges=["0.0.0.0/0"]'),
+    ("the deny-all outranks the network's own rules", "components/gce.py",
+     "priority=catalog.FIREWALL_DENY_PRIORITY", "priority=65535"),
+    ("vLLM beyond loopback needs an API key", "components/config/schema.py",
+     "if self.api_key is None or", "if False and self.api_key is None or"),
     ("vLLM listens on loopback", "components/serving.py",
      '"--host", self.host', '"--host", "0.0.0.0"'),
     ("the endpoint is pinned to the driver-580 host image", "components/sagemaker.py",
@@ -45,8 +49,8 @@ MUTATIONS = [
     ("an untagged image expires, a tagged one never", "components/image_build.py",
      '"selection": {"tagStatus": "untagged"', '"selection": {"tagStatus": "any"'),
 ]
-GRAPH_TESTS = ["tests/test_gce_stack.py", "tests/test_sagemaker_stack.py", "tests/test_cost_guard.py",
-               "tests/test_sagemaker_ttl.py"]
+GRAPH_TESTS = ["tests/test_gce_stack.py", "tests/test_gce_access.py", "tests/test_sagemaker_stack.py",
+               "tests/test_cost_guard.py", "tests/test_sagemaker_ttl.py"]
 
 
 @pytest.fixture(scope="module")

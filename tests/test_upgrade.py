@@ -25,6 +25,8 @@ ROOT_STACK = "pulumi:pulumi:Stack"
 # Resources added since 0.2.0, created on the upgrade (nothing old is replaced for them): (stack, type, name).
 # None is a VM, a disk or an endpoint; each is named here so that an unplanned addition still fails.
 ADDED_SINCE_020 = {
+    # The deny-all ingress rule for the VM's tag below IAP's allow (issue 27): a firewall rule, nothing billing.
+    ("gce-t4", "gcp:compute/firewall:Firewall", "gemma4-t4-deny-other-ingress"),
     # The account check before the image build (issue 21): a local command, nothing in the account.
     ("sagemaker-t4", "command:local:Command", "gemma4-t4-account-check"),
     # The endpoint watch (issue 21): deletes an endpoint that failed to reach InService; a local command.

@@ -71,7 +71,8 @@ def write(value: str) -> bool:
         f.write(value)
         f.flush()
         os.fsync(f.fileno())
-    os.chmod(partial, 0o644)
+    # Root's only (systemd reads it for vLLM as root): it may hold vLLM's API key (VLLM_API_KEY).
+    os.chmod(partial, 0o600)
     os.replace(partial, VLLM_ENV)
     return True
 

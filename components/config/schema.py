@@ -39,6 +39,8 @@ TTL_OFF = ("off", "", "0")
 TTL_PATTERN = re.compile(r"(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?")
 HEALTH_CHECK_RANGE_S = (60, 3600)  # what SageMaker accepts for both timeouts (ProductionVariant API)
 UNPRIVILEGED_PORTS = 1024  # vLLM runs as an unprivileged user on the VM
+# vLLM's API key, the one check on its /v1: 32 hex characters are 128 random bits (`openssl rand -hex 32` gives 64).
+MIN_API_KEY_CHARS = 32
 AWS_REGION = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d")
 GCE_NAME = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 GCE_NAME_MAX = 63
@@ -154,6 +156,26 @@ def _served_name(value: Any) -> Any:
 
 
 ServedName = Annotated[str, BeforeValidator(_served_name)]
+
+
+def _text_list(value: Any) -> Any:
+    """A list as the stack config or a program gives it: a list, a JSON array (what `pulumi config set --path
+    'KEY[0]' ...` stores), or words separated by commas or spaces ("" for none)."""
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError:
+                raise ValueError("expected a JSON array of text, or items separated by commas") from None
+        else:
+            return tuple(item for item in re.split(r"[,\s]+", text) if item)
+    if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
+        return tuple(item.strip() for item in value if item.strip())
+    raise ValueError("expected a list of text (a JSON array, or items separated by commas)")
+
+
+TextList = Annotated[tuple[str, ...], BeforeValidator(_text_list)]
 # A value the component may take as a Pulumi Output (a secret, an id of another resource).
 AnyInput = Any
 
@@ -281,6 +303,11 @@ class GceT4ServerSettings(ServingSettings):
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     allow_non_loopback_host: Flag = False
+    api_key: AnyInput = None
+    api_source_ranges: TextList = Field("", validate_default=True)
+    external_ip: Flag = True
+    cloud_nat: Flag = False
+    operators: TextList = Field("", validate_default=True)
     vllm_version: str = catalog.PINS["vllm.gce"]
 
     @property
@@ -324,6 +351,9 @@ class GceT4ServerSettings(ServingSettings):
             _check_n1_disk(key, disk_type, size)
         self._check_scheduling()
         self._check_listener()
+        self._check_exposure()
+        self._check_egress()
+        _check_operators(self.operators)
         _check_gce_labels(self.labels)
         return self
 
@@ -427,6 +457,84 @@ class GceT4ServerSettings(ServingSettings):
         if str(address) != "0.0.0.0":
             raise ConfigError("host", f"vLLM on {self.host} only is not reached by the tunnel or the idle stop, which "
                               "use 127.0.0.1", (Set("host", "0.0.0.0"), " (with allowNonLoopbackHost)"))
+
+    def _check_exposure(self) -> None:
+        """vLLM beyond the VM's loopback: only with a key on its API and the address ranges the firewall admits to
+        its port (the stack's deny-all rule keeps everything else out)."""
+        _check_source_ranges("apiSourceRanges", self.api_source_ranges, self.port)
+        if not self.allow_non_loopback_host:
+            if self.api_source_ranges:
+                raise ConfigError("apiSourceRanges", f"admits {', '.join(self.api_source_ranges)} to port {self.port}, "
+                                  "where nothing listens: vLLM is on the VM's loopback without allowNonLoopbackHost",
+                                  (Unset("apiSourceRanges"), " (the IAP tunnel reaches vLLM), or ",
+                                   Set("allowNonLoopbackHost", True), " with ", Set("host", "0.0.0.0")))
+            return
+        if self.api_key is None or (isinstance(self.api_key, str) and not self.api_key.strip()):
+            raise ConfigError("allowNonLoopbackHost", "true without apiKey: vLLM's OpenAI API would answer anyone who "
+                              "reaches the port, with no authentication",
+                              (Set("apiKey", "$(openssl rand -hex 32)", secret=True), " (clients send it as "
+                               "Authorization: Bearer KEY; vLLM checks it on /v1 only), or ",
+                               Unset("allowNonLoopbackHost"), " and use the IAP tunnel"))
+        if isinstance(self.api_key, str) and (len(self.api_key) < MIN_API_KEY_CHARS
+                                              or any(c.isspace() for c in self.api_key)):
+            # The value is never shown: it is a credential.
+            raise ConfigError("apiKey", f"is shorter than {MIN_API_KEY_CHARS} characters or holds whitespace (it is "
+                              "one line of vLLM's environment file)",
+                              Set("apiKey", "$(openssl rand -hex 32)", secret=True))
+        if not self.api_source_ranges:
+            raise ConfigError("allowNonLoopbackHost", f"true without apiSourceRanges: the firewall admits no one to "
+                              f"port {self.port} (the stack denies every source but IAP's SSH), and vLLM's routes "
+                              "beyond /v1 (/tokenize, /pause, /metrics...) answer without the key",
+                              (Set("apiSourceRanges", "10.0.0.0/8"), " (the CIDRs that call vLLM, comma-separated)"))
+
+    def _check_egress(self) -> None:
+        if self.cloud_nat and self.external_ip:
+            raise ConfigError("cloudNat", "true for a VM with an external IP: Cloud NAT serves only VMs without one, "
+                              "so it would bill and carry nothing",
+                              (Set("externalIp", False), " (or ", Unset("cloudNat"), ")"))
+
+
+# IAM members a role can be granted to (cloud.google.com/iam/docs/principal-identifiers); allUsers and
+# allAuthenticatedUsers are anyone.
+IAM_MEMBER = re.compile(r"(user|group|serviceAccount):[^@\s:]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}"
+                        r"|domain:[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+"
+                        r"|principal(Set)?://[!-~]+")
+ANYONE = ("allUsers", "allAuthenticatedUsers")
+
+
+def _check_operators(members: tuple[str, ...]) -> None:
+    if len(set(members)) != len(members):
+        twice = next(member for member in members if members.count(member) > 1)
+        raise ConfigError("operators", f"{twice} is listed twice", Set("operators", ",".join(dict.fromkeys(members))))
+    for member in members:
+        if member in ANYONE:
+            raise ConfigError("operators", f"{member} is anyone: it would let anyone open an IAP tunnel to the VM "
+                              "and log in", Set("operators", "user:YOU@example.com"))
+        if not IAM_MEMBER.fullmatch(member):
+            raise ConfigError("operators", f"{member!r} is not an IAM member (user:EMAIL, group:EMAIL, "
+                              "serviceAccount:EMAIL, domain:DOMAIN, principal://... or principalSet://...)",
+                              Set("operators", f"user:{member}" if "@" in member and ":" not in member
+                                  else "user:YOU@example.com"))
+
+
+def _check_source_ranges(key: str, ranges: tuple[str, ...], port: int) -> None:
+    """CIDRs a firewall rule takes as its sources: IPv4 (the VM has no IPv6 address, and one rule takes no mix),
+    a network address, and never the whole internet (vLLM answers there beyond the key's /v1)."""
+    for text in ranges:
+        try:
+            network = ipaddress.ip_network(text, strict=False)
+        except ValueError:
+            raise ConfigError(key, f"{text!r} is not an IPv4 CIDR range (ADDRESS/PREFIX)",
+                              Set(key, "10.0.0.0/8")) from None
+        if network.version != 4:
+            raise ConfigError(key, f"{text} is IPv6: the VM has only an IPv4 address", Set(key, "10.0.0.0/8"))
+        if network.network_address != ipaddress.ip_interface(text).ip:
+            raise ConfigError(key, f"{text} has host bits set; the range it names is {network}", Set(key, str(network)))
+        if network.prefixlen == 0:
+            raise ConfigError(key, f"{text} is every address on the internet: vLLM's key covers /v1 only, and its "
+                              f"other routes (/tokenize, /pause, /metrics...) would answer anyone on port {port}",
+                              (Set(key, "CIDR"), " (the networks that call vLLM; or put a proxy that checks the "
+                               "key on every route in front of it)"))
 
 
 def _check_n1_disk(key: str, disk_type: str, size_gb: int) -> None:

@@ -213,3 +213,42 @@ def region_of(zone: str) -> str:
 # instances.stop, as google-cloud-compute 1.56.0 quotes it). An ephemeral external address is
 # released at stop and a new one assigned at start.
 GCE_BILLED_WHILE_STOPPED = ("persistent disks", "static external IP addresses")
+
+
+# --- who reaches the VM ------------------------------------------------------------------------------
+
+# IAP's TCP forwarding connects to a VM from this range, and only from it: "allow ingress traffic from the IP
+# range 35.235.240.0/20" (cloud.google.com/iap/docs/using-tcp-forwarding#create-firewall-rule, 2026-12-05).
+IAP_TCP_FORWARDING_RANGE = "35.235.240.0/20"
+# VPC firewall rules (cloud.google.com/vpc/docs/firewalls, "Priority"): 0 is the highest priority and 65535 the
+# lowest; at equal priority a deny rule wins over an allow rule (also pulumi_gcp 10.2.0 compute/firewall.py,
+# `priority`: "DENY rules take precedence over ALLOW rules having equal priority"). A rule made without one gets
+# 1000 (the same docstring: "When not specified, the value assumed is 1000"), and the default network's
+# pre-populated rules (default-allow-internal, -ssh, -rdp, -icmp) have 65534.
+FIREWALL_DEFAULT_PRIORITY = 1000
+DEFAULT_NETWORK_RULE_PRIORITY = 65534
+# The stack's own rules for its VM's tag. The deny-all is at 1, not just above 1000: only an allow rule at
+# priority 0 can still admit anything a network's owner allows, however that rule is written (a broad
+# "allow SSH from anywhere" at 500 is beaten too). What the stack admits on purpose (IAP's SSH, apiSourceRanges
+# to vLLM's port) is at 0, the one priority above it. Hierarchical firewall policies (organization, folder) are
+# evaluated before any VPC rule (same page, "Firewall policy rule evaluation order") and stay out of a stack's
+# reach.
+FIREWALL_ALLOW_PRIORITY = 0
+FIREWALL_DENY_PRIORITY = 1
+
+# Cloud NAT, Public NAT (cloud.google.com/nat/pricing, read 2026-12-05 through the stored copy the `search` tool
+# returns): per hour "$0.0014 * the number of VM instances that are using the gateway" (up to 32), "$0.045" per
+# GiB "processed, inbound and outbound data transfer", and "$0.005" per hour "for a static or an ephemeral
+# external IP address used by a NAT gateway"; "The data processing price is the same across all regions".
+_NAT = "Cloud NAT list price, all regions (cloud.google.com/nat/pricing, read 2026-12-05)"
+CLOUD_NAT_PRICES = {
+    "nat:vm-hour": Price(0.0014, _NAT),
+    "nat:gib-processed": Price(0.045, _NAT),
+    "nat:ip-hour": Price(0.005, _NAT),
+}
+# What a first boot downloads besides the model's checkpoint (which the model facts size): the vLLM environment
+# the guest pip-installs (vLLM, torch cu130 and NVIDIA's CUDA runtime wheels). Neither seed sizes those wheels;
+# this is the AWS vLLM container that carries the same stack (seed 002: the ~8 GB base image,
+# SAGEMAKER_BASE_IMAGE_BYTES), a planning figure. The driver's apt packages (seed 000's list: nvidia-driver,
+# nvidia-kernel-open-dkms, linux-headers) are not sized by the seeds and not counted.
+FIRST_BOOT_VLLM_ENV_BYTES = 8 * 10**9

@@ -76,3 +76,14 @@ E2E_HISTOGRAM = "vllm:e2e_request_latency_seconds"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
 REQUESTS_FINISHED = "vllm:request_success_total"
+
+# --- the API key ---------------------------------------------------------------------------------
+
+# vLLM takes an API key as --api-key or from the environment variable VLLM_API_KEY (0.30.0:
+# vllm/entrypoints/serve/middleware/register.py, `args.api_key or [envs.VLLM_API_KEY]`; the environment keeps it
+# out of the process's command line). It checks the key only on paths under these prefixes (0.30.0:
+# vllm/entrypoints/serve/middleware/authenticate.py, GUARDED_PREFIX): every other route (/health, /metrics,
+# /tokenize, /invocations, /pause...) answers without it. vLLM's security guide: "Do not rely exclusively on
+# --api-key for securing access to vLLM" (docs.vllm.ai/en/stable/usage/security/).
+API_KEY_ENV = "VLLM_API_KEY"
+API_KEY_GUARDED_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")

@@ -10,7 +10,7 @@ from ..components import provider_answers as answers
 from ..components.config import GceT4ServerSettings, gce_name
 from ..core import capacity, lifecycle, preflight
 from ..core.capacity import RegionsReport
-from ..core.cost import CostEstimate
+from ..core.cost import CostEstimate, CostItem
 from ..core.plan import Invoke, Plan, is_spot
 from ..core.preflight import Check, Needs
 from ..core.targets import GceTarget, Target
@@ -106,6 +106,19 @@ class Gce(Cloud):
                                                       vm.inputs["zone"]))
         estimate.disks += [lifecycle.disk_bill(d.name, d.inputs["type"], int(d.inputs["size"]), d.inputs["zone"])
                            for d in plan.find(DISK)]
+        if (nat_usd := plan.outputs.get("first_boot_nat_usd")) is not None:
+            price = catalog.CLOUD_NAT_PRICES["nat:gib-processed"]
+            estimate.extras.append(CostItem(
+                "Cloud NAT processing of the first boot's downloads", nat_usd, "first boot",
+                f"the model's checkpoint and the vLLM environment (~{catalog.FIRST_BOOT_VLLM_ENV_BYTES / 1e9:g} GB, "
+                f"catalog.FIRST_BOOT_VLLM_ENV_BYTES; the driver's packages not counted) x "
+                f"${price.usd_per_hour}/GiB: {price.source}"))
+            address = catalog.CLOUD_NAT_PRICES["nat:ip-hour"]
+            estimate.notes.append(
+                f"Cloud NAT: serving includes its gateway and address; while the VM is stopped, the address the "
+                f"gateway allocated may still bill (${address.usd_per_hour}/h, "
+                f"${address.usd_per_hour * catalog.HOURS_PER_MONTH:.2f}/month, not in `stopped`) until Cloud NAT "
+                "releases it; `pulumi destroy` deletes the gateway")
         estimate.stoppable = True
         estimate.stopped_usd_per_month = lifecycle.total_usd_per_month(estimate.disks)
         if is_spot(plan):

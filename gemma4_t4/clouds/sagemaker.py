@@ -125,6 +125,8 @@ class SageMaker(Cloud):
         "machineType": "instanceType",
         "vllmVersion": "nothing: the endpoint runs the vLLM of the AWS container it derives from "
                        "(catalog pin vllm.sagemaker)",
+        **{key: "nothing: the endpoint is called with AWS credentials (SigV4), and IAM decides who may"
+           for key in ("apiKey", "apiSourceRanges", "operators")},
     }
 
     def name_prefix(self, project: str, stack: str) -> str:

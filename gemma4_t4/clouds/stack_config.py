@@ -32,7 +32,7 @@ PROGRAM_SET = {"namePrefix", "project", "network", "subnetwork", "region", "prof
 # Where the stack program's defaults differ from the components': it may ask the Hub (a user's own
 # program under unit tests must not).
 PROGRAM_DEFAULTS = {"sizeFromHub": True}
-SECRET_KEYS = ("hfToken",)
+SECRET_KEYS = ("hfToken", "apiKey")
 # Keys this project had, and the key that does their work now.
 RENAMED = {"gpuCount": ("tensorParallelSize", "the VM gets one T4 per rank, and the shape that takes them")}
 

@@ -236,6 +236,11 @@ def _physical_name_key(typ: str) -> str:
     return "bucket" if typ == "aws:s3/bucket:Bucket" else "name"
 
 
+# GCP resources whose provider answers no selfLink (pulumi_gcp 10.2.0: compute/router_nat.py and the IAM members'
+# modules declare no `self_link` output; compute/router.py, firewall.py, subnetwork.py do).
+GCP_WITHOUT_SELF_LINK = frozenset({"routernat", "instanceiammember", "tunnelinstanceiammember"})
+
+
 def mock_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tuple[str, dict[str, Any]]:
     """(id, state) as a provider answers a create: the physical name is the given one, or the
     logical name plus a random suffix (Pulumi's auto-naming); computed outputs the program reads
@@ -246,10 +251,12 @@ def mock_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> t
     computed: dict[str, Any] = {}
     if provider == "gcp":
         kind = typ.rsplit(":", 1)[-1].lower()
-        where = f"zones/{inputs['zone']}" if "zone" in inputs else "global"
+        where = (f"zones/{inputs['zone']}" if "zone" in inputs else f"regions/{inputs['region']}" if "region" in inputs
+                 else "global")
         project = inputs.get("project") or gcp_project()
         resource_id = f"projects/{project}/{where}/{kind}s/{physical}"
-        computed["selfLink"] = f"https://www.googleapis.com/compute/v1/{resource_id}"
+        if kind not in GCP_WITHOUT_SELF_LINK:
+            computed["selfLink"] = f"https://www.googleapis.com/compute/v1/{resource_id}"
         computed["project"] = project  # the resource's, else the provider's gcp:project
     elif provider == "aws":
         resource_id = physical

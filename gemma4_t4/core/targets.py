@@ -8,6 +8,7 @@ failure becomes a TargetError whose message says what happened and what to do.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import shutil
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from .. import catalog
 from . import proc
 
 
@@ -130,7 +132,11 @@ class HttpTarget:
     def client(self) -> httpx.Client:
         if self._client is None:
             timeout = httpx.Timeout(self.read_timeout_s, connect=CONNECT_TIMEOUT_S)
-            self._client = httpx.Client(base_url=self.base_url, timeout=timeout)
+            # A stack with apiKey: vLLM refuses /v1 without it, through the tunnel too. The operator's environment
+            # holds it under the name vLLM reads it from (catalog.vllm.API_KEY_ENV).
+            key = os.environ.get(catalog.vllm.API_KEY_ENV, "").strip()
+            headers = {"Authorization": f"Bearer {key}"} if key else None
+            self._client = httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers)
         return self._client
 
     def _error(self, path: str, err: Exception) -> TargetError:
@@ -235,7 +241,8 @@ class TunnelSign:
 
 
 IAP_NOT_AUTHORIZED_FIX = ("your account needs roles/iap.tunnelResourceAccessor (IAP-secured Tunnel User) on the "
-                          "project, and port 22 open to 35.235.240.0/20 (the stack's firewall rule)")
+                          "VM (add it to the stack's operators, then pulumi up), and port 22 open to 35.235.240.0/20 "
+                          "(the stack's firewall rule)")
 TUNNEL_SIGNS = (
     TunnelSign("You do not currently have an active account selected",
                "gcloud has no active account: run `gcloud auth login`", grace_s=0),
@@ -248,7 +255,7 @@ TUNNEL_SIGNS = (
     TunnelSign("4010: 'destination read failed'", "the IAP connection dropped (4010: destination read failed)"),
     TunnelSign("Permission denied (publickey)",
                "sshd refused the key (Permission denied (publickey)): a new key takes a minute to reach the VM; "
-               "if it lasts, your account needs roles/compute.osAdminLogin", grace_s=180),
+               "if it lasts, your account needs roles/compute.osLogin on the VM (the stack's operators)", grace_s=180),
     # ssh(1) when the far end closes an open session, e.g. sshd stopping for the driver's reboot.
     TunnelSign("closed by remote host", "the VM closed the tunnel (a reboot?)"),
     # OpenSSH channels.c with ExitOnForwardFailure, when the local port was taken meanwhile.
