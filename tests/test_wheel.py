@@ -65,7 +65,13 @@ print(json.dumps(registered, default=str))
 '''
 
 
+def _user_env() -> dict[str, str]:
+    """This process's environment without the checkout on PYTHONPATH: the user's venv sees what it installed."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def _run(*cmd: str, **kwargs) -> subprocess.CompletedProcess:
+    kwargs.setdefault("env", _user_env())
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, **kwargs)
     assert done.returncode == 0, f"{' '.join(cmd)}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     return done
@@ -73,7 +79,7 @@ def _run(*cmd: str, **kwargs) -> subprocess.CompletedProcess:
 
 def _uv() -> tuple[str, dict[str, str]]:
     return (shutil.which("uv", path=str(os.path.dirname(sys.executable))),
-            {**os.environ, "UV_SYSTEM_CERTS": "1"})  # the system's trust store, as pip uses
+            {**_user_env(), "UV_SYSTEM_CERTS": "1"})  # the system's trust store, as pip uses
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +102,7 @@ def installed(tmp_path_factory, dist):
     python = work / "venv" / "bin" / "python"
     _run(uv, "pip", "install", "--quiet", "--python", str(python), *map(str, sorted(dist.glob("*.whl"))), env=env)
     bare_cli = subprocess.run([str(python), "-m", "gemma4_t4", "plan", "gce-t4"], capture_output=True, text=True,
-                              cwd=work, timeout=300)
+                              cwd=work, timeout=300, env=_user_env())
     return work, python, bare_cli
 
 
@@ -198,7 +204,8 @@ def test_mypy_strict_sees_the_components_types_in_a_users_program(installed):
             "--cache-dir", str(program / ".mypy_cache")]
     # Without py.typed mypy would refuse the import ("missing library stubs or py.typed marker") under --strict.
     _run(*mypy, "good.py", cwd=program)
-    bad = subprocess.run([*mypy, "bad.py"], capture_output=True, text=True, cwd=program, timeout=1200)
+    bad = subprocess.run([*mypy, "bad.py"], capture_output=True, text=True, cwd=program, timeout=1200,
+                         env=_user_env())
     assert bad.returncode == 1 and '"max_model_len" has type "int"' in bad.stdout, bad.stdout
 
 
