@@ -14,7 +14,7 @@ export TMPDIR := $(CURDIR)/.cache/tmp
 PIP := --quiet --disable-pip-version-check
 # PyTorch's own CPU wheels (~200 MB) where that index answers (tests/torch-cpu-index.sh says why).
 TORCH_CPU_INDEX = $(shell PYTHON=$(PY) tests/torch-cpu-index.sh)
-LOCK_FLAGS := --quiet --python-version 3.11 --python-platform x86_64-unknown-linux-gnu --generate-hashes \
+LOCK_FLAGS := --quiet --universal --python-version 3.11 --generate-hashes \
   --extra ops --extra dev --no-emit-package gemma4-turing-clamp --custom-compile-command "make lock"
 FAST := not (wheels or server or standin or build or image or index or boot)
 
@@ -31,8 +31,9 @@ $(VENV)/.installed: requirements.lock pyproject.toml turing/pyproject.toml
 	$(VENV)/bin/pip install $(PIP) --no-deps --no-build-isolation -e ./turing -e .
 	touch $@
 
-# requirements.lock from pyproject.toml's ranges and the ops and dev extras, for CPython 3.11 on Linux,
-# with every file's hash (tests/test_lock.py holds it current). The clamp comes from turing/ (not PyPI).
+# requirements.lock from pyproject.toml's ranges and the ops and dev extras: one resolution for CPython 3.11
+# and later on any platform (uv's universal mode, markers where they differ), every file's hash (tests/
+# test_lock.py holds it current). The clamp comes from turing/ ([tool.uv.sources]; not on PyPI).
 lock: $(VENV)/.installed
 	UV_SYSTEM_CERTS=1 $(VENV)/bin/uv pip compile $(LOCK_FLAGS) pyproject.toml -o requirements.lock
 
