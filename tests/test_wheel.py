@@ -65,29 +65,59 @@ print(json.dumps(registered, default=str))
 '''
 
 
+def _user_env() -> dict[str, str]:
+    """This process's environment without the checkout on PYTHONPATH: the user's venv sees what it installed."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def _run(*cmd: str, **kwargs) -> subprocess.CompletedProcess:
+    kwargs.setdefault("env", _user_env())
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, **kwargs)
     assert done.returncode == 0, f"{' '.join(cmd)}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     return done
 
 
+def _uv() -> tuple[str, dict[str, str]]:
+    return (shutil.which("uv", path=str(os.path.dirname(sys.executable))),
+            {**_user_env(), "UV_SYSTEM_CERTS": "1"})  # the system's trust store, as pip uses
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory):
-    """An empty virtualenv outside the checkout with the two wheels and what they pin, from the index."""
-    work = tmp_path_factory.mktemp("user")
-    dist = work / "dist"
+def dist(tmp_path_factory) -> Path:
+    """The two wheels, as `make dist` builds them."""
+    dist = tmp_path_factory.mktemp("dist")
     _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(REPO / "turing"),
          str(REPO))
-    uv = shutil.which("uv", path=str(os.path.dirname(sys.executable)))
-    env = {**os.environ, "UV_SYSTEM_CERTS": "1"}  # the system's trust store, as pip uses
+    return dist
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory, dist):
+    """An empty virtualenv outside the checkout with the two wheels and what they require, from the index: the
+    library, without the operator tools' extra. Its command line's answer is kept here, before any test adds
+    the extra."""
+    work = tmp_path_factory.mktemp("user")
+    uv, env = _uv()
     _run(uv, "venv", "--quiet", "--python", sys.executable, str(work / "venv"), env=env)
     python = work / "venv" / "bin" / "python"
     _run(uv, "pip", "install", "--quiet", "--python", str(python), *map(str, sorted(dist.glob("*.whl"))), env=env)
+    bare_cli = subprocess.run([str(python), "-m", "gemma4_t4", "plan", "gce-t4"], capture_output=True, text=True,
+                              cwd=work, timeout=300, env=_user_env())
+    return work, python, bare_cli
+
+
+@pytest.fixture(scope="module")
+def with_ops(installed, dist):
+    """The same virtualenv with the operator tools: gemma4-t4[ops]."""
+    work, python, _ = installed
+    uv, env = _uv()
+    wheel = next(dist.glob("gemma4_t4-*.whl"))
+    _run(uv, "pip", "install", "--quiet", "--python", str(python), f"gemma4-t4[ops] @ {wheel.as_uri()}", env=env)
     return work, python
 
 
 def test_the_wheels_install_the_package_and_its_data_and_nothing_named_after_the_folders(installed):
-    work, python = installed
+    work, python, _ = installed
     found = json.loads(_run(str(python), "-c", "import json, importlib.resources as r, gemma4_t4, turing_clamp; "
                             "print(json.dumps([gemma4_t4.__file__, (r.files('gemma4_t4.cloudinit') / 'bootstrap.sh')"
                             ".is_file(), (r.files('gemma4_t4.turing') / 'Dockerfile').is_file(), "
@@ -101,7 +131,7 @@ def test_the_wheels_install_the_package_and_its_data_and_nothing_named_after_the
 
 
 def test_a_users_program_builds_two_servers_and_an_endpoint_under_mocks(installed):
-    work, python = installed
+    work, python, _ = installed
     program = work / "program"
     shutil.copytree(REPO / "examples" / "python", program, ignore=shutil.ignore_patterns("venv"))
     (program / "run_mocks.py").write_text(RUNNER)
@@ -153,8 +183,8 @@ def test_the_installed_testing_module_builds_the_users_program(installed):
 
 
 @pytest.mark.parametrize("stack", ["gce-t4", "sagemaker-t4"])
-def test_the_installed_cli_plans_the_shipped_stacks_from_an_empty_directory(installed, stack):
-    work, python = installed
+def test_the_installed_cli_plans_the_shipped_stacks_from_an_empty_directory(with_ops, stack):
+    work, python = with_ops
     empty = work / f"empty-{stack}"
     empty.mkdir()
     plan = json.loads(_run(str(python), "-m", "gemma4_t4", "plan", stack, "--json", cwd=empty).stdout)
@@ -163,3 +193,78 @@ def test_the_installed_cli_plans_the_shipped_stacks_from_an_empty_directory(inst
     assert cost["running_usd_per_hour"] == plan["running_usd_per_hour"]
     preset = yaml.safe_load((REPO / f"Pulumi.{stack}.yaml").read_text())["config"]
     assert all(str(v) in json.dumps(plan) for v in preset.values())
+
+
+def test_both_wheels_carry_the_license_and_its_metadata(dist):
+    import zipfile
+
+    wheels = sorted(dist.glob("*.whl"))
+    assert [w.name.split("-")[0] for w in wheels] == ["gemma4_t4", "gemma4_turing_clamp"]
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as whl:
+            info = next(n.split("/")[0] for n in whl.namelist() if n.endswith(".dist-info/METADATA"))
+            assert whl.read(f"{info}/licenses/LICENSE") == (REPO / "LICENSE").read_bytes()
+            metadata = whl.read(f"{info}/METADATA").decode().splitlines()
+        assert {"License-Expression: Apache-2.0", "License-File: LICENSE"} <= set(metadata), wheel.name
+    assert (REPO / "turing" / "LICENSE").read_bytes() == (REPO / "LICENSE").read_bytes()
+
+
+def test_the_cli_without_the_ops_extra_says_in_one_line_what_to_install(installed):
+    _, _, bare_cli = installed
+    assert bare_cli.returncode == 1 and bare_cli.stdout == ""
+    assert bare_cli.stderr.count("\n") == 1 and "pip install 'gemma4-t4[ops]'" in bare_cli.stderr
+    assert "rich" in bare_cli.stderr and "Traceback" not in bare_cli.stderr
+
+
+# A user's program, type-checked as a user would: mypy --strict against the installed library (py.typed).
+TYPED_PROGRAM = '''
+import pulumi
+
+from gemma4_t4.components import GceT4Server, SageMakerT4Endpoint
+
+chat = GceT4Server("chat", {"zone": "us-central1-a", "max_model_len": MAX_MODEL_LEN})
+api = SageMakerT4Endpoint("api", {"endpoint_ttl": "8h"}, pulumi.ResourceOptions())
+pulumi.export("endpoint", api.endpoint_name)
+'''
+
+
+def test_mypy_strict_sees_the_components_types_in_a_users_program(installed):
+    work, python, _ = installed
+    program = work / "typed"
+    program.mkdir()
+    (program / "good.py").write_text(TYPED_PROGRAM.replace("MAX_MODEL_LEN", "8192"))
+    (program / "bad.py").write_text(TYPED_PROGRAM.replace("MAX_MODEL_LEN", '"8192"'))
+    mypy = [str(Path(sys.executable).parent / "mypy"), "--strict", "--python-executable", str(python),
+            "--cache-dir", str(program / ".mypy_cache")]
+    # Without py.typed mypy would refuse the import ("missing library stubs or py.typed marker") under --strict.
+    _run(*mypy, "good.py", cwd=program)
+    bad = subprocess.run([*mypy, "bad.py"], capture_output=True, text=True, cwd=program, timeout=1200,
+                         env=_user_env())
+    assert bad.returncode == 1 and '"max_model_len" has type "int"' in bad.stdout, bad.stdout
+
+
+def test_installing_the_wheels_keeps_the_programs_own_allowed_provider_versions(tmp_path, dist):
+    """A program that already holds older allowed providers (the lowest of every range: uv's lowest-direct
+    resolution of pyproject.toml, i.e. pulumi-gcp 10.0.0 and pulumi-aws 7.0.0, not the lock's) keeps them when
+    `pip install` adds the wheels, and the example program builds with them: the ranges' floors are tested."""
+    uv, env = _uv()
+    lowest = tmp_path / "lowest.txt"
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(REPO / "pyproject.toml", project / "pyproject.toml")
+    (project / "turing").symlink_to(REPO / "turing")
+    _run(uv, "pip", "compile", "--quiet", "--python-version", "3.11", "--resolution", "lowest-direct",
+         "--no-emit-package", "gemma4-turing-clamp", "pyproject.toml", "-o", str(lowest), cwd=project, env=env)
+    _run(sys.executable, "-m", "venv", str(tmp_path / "venv"))
+    python = tmp_path / "venv" / "bin" / "python"
+    _run(uv, "pip", "install", "--quiet", "--python", str(python), "-r", str(lowest), env=env)
+    versions = "import importlib.metadata as m; print(m.version('pulumi-gcp'), m.version('pulumi-aws'))"
+    before = _run(str(python), "-c", versions).stdout.split()
+    assert before == ["10.0.0", "7.0.0"]
+    _run(str(python), "-m", "pip", "install", "--quiet", *map(str, sorted(dist.glob("*.whl"))))
+    assert _run(str(python), "-c", versions).stdout.split() == before
+    program = tmp_path / "program"
+    shutil.copytree(REPO / "examples" / "python", program, ignore=shutil.ignore_patterns("venv"))
+    (program / "run_mocks.py").write_text(RUNNER)
+    registered = json.loads(_run(str(python), "run_mocks.py", cwd=program).stdout.splitlines()[-1])
+    assert {r["type"] for r in registered} >= {"gemma4-t4:index:GceT4Server", "gemma4-t4:index:SageMakerT4Endpoint"}
