@@ -142,7 +142,7 @@ def test_an_execution_role_the_program_brings_is_used_and_none_is_made():
     plan = run(lambda: SageMakerT4Endpoint("api", {"region": "us-east-2", "execution_role_arn": role}))
     assert plan.one("aws:sagemaker/model:Model").inputs["executionRoleArn"] == role
     # The build's role and the TTL's (endpointTtl is on by default), no execution role.
-    assert [r.name for r in plan.find("aws:iam/role:Role")] == ["api-ttl", "api-image-build-role"]
+    assert sorted(r.name for r in plan.find("aws:iam/role:Role")) == ["api-image-build-role", "api-ttl"]
 
 
 def test_no_component_reads_the_stack_config():
@@ -223,8 +223,9 @@ def test_under_the_projects_mocks_the_same_program_builds(case, monkeypatch):
 
 
 def test_the_readmes_unit_test_example_runs_as_written(tmp_path):
-    """The README's snippet beside "Use it from your program", run as a user's test file in a fresh interpreter."""
-    readme = (REPO / "README.md").read_text()
+    """The unit-test snippet of docs/library.md (the README's "Use it from your program" links it), run as a
+    user's test file in a fresh interpreter."""
+    readme = (REPO / "docs" / "library.md").read_text()
     start = readme.index("```python\nimport pulumi\nfrom gemma4_t4.testing import ProviderMocks")
     block = readme[start:].split("\n", 1)[1].split("```", 1)[0]
     script = tmp_path / "test_user.py"

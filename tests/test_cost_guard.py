@@ -63,17 +63,17 @@ def test_a_guard_turned_off_is_listed_with_its_cost_per_day_and_warned_of(run_st
     assert "maxRunDuration" not in scheduling and "instanceTerminationAction" not in scheduling
     assert "gemma4-t4-idle-stop.timer" not in json.dumps(_runcmd(plan))
     per_day = round(plan.outputs["cost_per_hour_usd"] * 24, 2)
-    assert per_day == 12.46  # n1-standard-2 + one T4 + address + disks in us-west2 (catalog), x 24
+    assert per_day == 14.16  # n1-standard-2 + one T4 + address + disks in us-west2 (catalog), x 24
     assert [(g["key"], g["on"], g["off_usd_per_day"]) for g in plan.outputs["cost_guards"]] == [
         ("idleStopMinutes", False, per_day), ("maxRunHours", False, per_day)]
     assert "  idleStopMinutes OFF: nothing stops a VM left idle, or one whose vLLM never becomes healthy; can bill " \
-        "$12.46/day" in guard_lines(plan)
+        "$14.16/day" in guard_lines(plan)
     warnings = [r.getMessage() for r in caplog.records if "cost guard" in r.getMessage()]
     assert warnings == [
         "cost guard idleStopMinutes is off: nothing stops a VM left idle, or one whose vLLM never becomes healthy; "
-        "that can bill up to $12.46/day (catalog list price x 24 h)",
+        "that can bill up to $14.16/day (catalog list price x 24 h)",
         "cost guard maxRunHours is off: nothing bounds how long the VM runs (a client that keeps it busy, a guest "
-        "whose idle stop cannot run); that can bill up to $12.46/day (catalog list price x 24 h)"]
+        "whose idle stop cannot run); that can bill up to $14.16/day (catalog list price x 24 h)"]
 
 
 def test_the_stack_files_turn_no_guard_off():

@@ -39,10 +39,10 @@ def test_the_readme_is_short_and_links_what_moved():
     assert len(README.splitlines()) < 200
     for heading in ("How the guest is set up", "The locked guest environment", "The boot test", "The benchmark",
                     "MCP server", "Stop and start without destroy", "What is proven here",
-                    "Scaling the GCE stack out", "How it is built", "The stack config", "Set-up on a fresh machine"):
+                    "Scaling the GCE stack out", "How it is built", "Unit tests of your program", "The stack config", "Set-up on a fresh machine"):
         assert any(f"# {heading}" in page for page in DOCS.values()), heading
     linked = set(re.findall(r"\]\((docs/[^)#]+)", README))
-    assert {"docs/gce-guest.md", "docs/sagemaker-account.md"} <= linked
+    assert {"docs/gce-guest.md", "docs/sagemaker-account.md", "docs/library.md"} <= linked
     missing = [link for link in linked if not (REPO / link).exists()]
     assert missing == []
 

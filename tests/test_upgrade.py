@@ -25,6 +25,9 @@ ROOT_STACK = "pulumi:pulumi:Stack"
 # Resources added since 0.2.0, created on the upgrade (nothing old is replaced for them): (stack, type, name).
 # None is a VM, a disk or an endpoint; each is named here so that an unplanned addition still fails.
 ADDED_SINCE_020 = {
+    # The build bucket's TLS-only policy and the repository's untagged-image expiry (issue 27): nothing billing.
+    ("sagemaker-t4", "aws:s3/bucketPolicy:BucketPolicy", "gemma4-t4-image-context-tls-only"),
+    ("sagemaker-t4", "aws:ecr/lifecyclePolicy:LifecyclePolicy", "gemma4-t4-image-repo-lifecycle"),
     # The deny-all ingress rule for the VM's tag below IAP's allow (issue 27): a firewall rule, nothing billing.
     ("gce-t4", "gcp:compute/firewall:Firewall", "gemma4-t4-deny-other-ingress"),
     # The account check before the image build (issue 21): a local command, nothing in the account.
