@@ -113,6 +113,10 @@ class ServingArgs(TypedDict, total=False):
     """vLLM --max-num-seqs: requests served at once."""
     language_model_only: bool
     """vLLM --language-model-only: skip vision and audio towers."""
+    model_revision: str
+    """vLLM --revision: the model's Hugging Face Hub revision, a commit (40 hex digits; pins it) or a branch or tag
+    name (which can move). Empty: the catalog's commit for the model where it knows one, else none, and the Hub's
+    main at each download may change under the stack (preview warns)."""
     tensor_parallel_size: int
     """vLLM --tensor-parallel-size: the T4s the model is split over (1, 2 or 4); sets the VM's T4s and shape
     (GCE) or the instance type (SageMaker)."""

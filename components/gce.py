@@ -38,7 +38,7 @@ from .base import (
 )
 from .config import GceT4ServerSettings, OnHostMaintenance, TerminationAction, gce_name, validate
 from .guest import SERVING_METADATA_KEY, GuestSettings, bootstrap_script, render_serving_env, render_user_data
-from .serving import ServingPlan, check_serving
+from .serving import ServingPlan, check_serving, warn_unpinned
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:gce:T4Server"
@@ -484,6 +484,9 @@ class GceT4Server(T4ServingComponent):
     """The data disk's name: what stays (and bills) after destroy, unless retainDataDisk is false."""
     memory_plan: pulumi.Output[MemoryPlan] | None
     """What vLLM will find on each GPU at start-up; absent for a model that was not sized."""
+    model_revision: pulumi.Output[str] | None
+    """The Hugging Face Hub revision vLLM downloads the model at (modelRevision, else the catalog's commit); empty
+    when none is pinned (the Hub's main at each download); absent for a checkpoint directory on the server."""
     cost_guards: pulumi.Output[list[CostGuard]]
     """The guards that stop a forgotten VM's bill (idleStopMinutes, maxRunHours): each with its value, or off with
     what that can cost per day."""
@@ -609,6 +612,8 @@ class GceT4Server(T4ServingComponent):
                              cost)
         warn_guards_off(guards, self)
         self.cost_guards = pulumi.Output.from_input(guards)
+        warn_unpinned(serving, self)
+        self.model_revision = pulumi.Output.from_input(serving.revision or "") if serving.from_hub else None
         self.data_disk_name = data_disk.name
         self.first_boot_nat_usd = pulumi.Output.from_input(first_boot_nat_usd(plan)) if nat else None
         self.memory_plan = pulumi.Output.from_input(cast(MemoryPlan, plan.memory.as_output())) if plan.memory else None

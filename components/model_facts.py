@@ -79,8 +79,9 @@ def cache_dir() -> Path:
     return Path(base) / "hub-models"
 
 
-def _cache_file(repo_id: str) -> Path:
-    return cache_dir() / (repo_id.lower().replace("/", "--") + ".json")
+def _cache_file(repo_id: str, revision: str | None = None) -> Path:
+    at = f"@{revision.replace('/', '--')}" if revision else ""
+    return cache_dir() / (repo_id.lower().replace("/", "--") + at + ".json")
 
 
 def _facts(record: Mapping[str, Any]) -> ModelFacts:
@@ -92,9 +93,10 @@ def _facts(record: Mapping[str, Any]) -> ModelFacts:
                       parameters=params)
 
 
-def read_hub(repo_id: str) -> ModelFacts:
-    """The model's facts from the Hub (or this machine's cache of them); Unsized says why not."""
-    cached = _cache_file(repo_id)
+def read_hub(repo_id: str, revision: str | None = None) -> ModelFacts:
+    """The model's facts at REVISION (None: main) from the Hub (or this machine's cache of them); Unsized says
+    why not."""
+    cached = _cache_file(repo_id, revision)
     if cached.is_file():
         return _facts(json.loads(cached.read_text()))
     if os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on"):
@@ -107,18 +109,21 @@ def read_hub(repo_id: str) -> ModelFacts:
             HfHubHTTPError,
             OfflineModeIsEnabled,
             RepositoryNotFoundError,
+            RevisionNotFoundError,
         )
     except ImportError as err:  # pragma: no cover - pinned in pyproject.toml
         raise Unsized(f"huggingface_hub is not installed ({err})") from None
     api = HfApi(endpoint=os.environ.get("HF_ENDPOINT") or None)
     try:
-        info = api.model_info(repo_id, expand=["safetensors", "sha"], timeout=HUB_TIMEOUT_S)
+        info = api.model_info(repo_id, revision=revision, expand=["safetensors", "sha"], timeout=HUB_TIMEOUT_S)
         if info.safetensors is None:
             raise Unsized("the Hub lists no safetensors weights for it (vLLM on a T4 here loads safetensors)")
         config_path = api.hf_hub_download(info.id, "config.json", revision=info.sha)
         config = json.loads(Path(config_path).read_text())
     except GatedRepoError:
         raise Unsized("it is gated on the Hub: this machine's Hugging Face login has not been granted access") from None
+    except RevisionNotFoundError:
+        raise Unsized(f"the Hub has no revision {revision} of it (modelRevision)") from None
     except RepositoryNotFoundError:
         raise Unsized("the Hub has no such model (or it is private to another account)") from None
     except OfflineModeIsEnabled:
@@ -133,8 +138,9 @@ def read_hub(repo_id: str) -> ModelFacts:
     return _facts(record)
 
 
-def model_facts(repo_id: str, ask_hub: bool) -> ModelFacts:
-    """Catalog first (no network), then, if ASK_HUB, the Hub. Raises Unsized with the reason."""
+def model_facts(repo_id: str, ask_hub: bool, revision: str | None = None) -> ModelFacts:
+    """Catalog first (no network), then, if ASK_HUB, the Hub at REVISION (None: main). Raises Unsized with the
+    reason."""
     if repo_id.startswith("/"):
         raise Unsized("it is a directory on the server, which the plan cannot read")
     known = catalog.find_model(repo_id)
@@ -142,4 +148,4 @@ def model_facts(repo_id: str, ask_hub: bool) -> ModelFacts:
         return from_catalog(known)
     if not ask_hub:
         raise Unsized("sizeFromHub is off, so the Hugging Face Hub was not asked", hub_not_asked=True)
-    return read_hub(repo_id)
+    return read_hub(repo_id, revision)

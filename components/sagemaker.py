@@ -60,7 +60,7 @@ from .base import (
 from .config import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region, validate
 from .image_build import TuringImage, image_tag, kept_repository_name, refuse_unkeeping
 from .local_step import python_step
-from .serving import check_serving
+from .serving import check_serving, warn_unpinned
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:aws:SageMakerT4Endpoint"
@@ -302,6 +302,9 @@ class SageMakerT4Endpoint(T4ServingComponent):
     """With endpointTtl: the queue where a delete that kept failing lands (then the endpoint still bills)."""
     hf_token_secret_arn: pulumi.Output[str] | None
     """With hfToken: the Secrets Manager secret holding it (the container reads it at start)."""
+    model_revision: pulumi.Output[str] | None
+    """The Hugging Face Hub revision vLLM downloads the model at (modelRevision, else the catalog's commit); empty
+    when none is pinned (the Hub's main at each download); absent for a checkpoint directory on the server."""
     cost_guards: pulumi.Output[list[CostGuard]]
     """The guard that stops a forgotten endpoint's bill (endpointTtl): its value, or off with what that can cost
     per day."""
@@ -454,6 +457,8 @@ class SageMakerT4Endpoint(T4ServingComponent):
                              cost_per_hour_usd(settings, settings.instances_max))]
         warn_guards_off(guards, self)
         self.cost_guards = pulumi.Output.from_input(guards)
+        warn_unpinned(serving, self)
+        self.model_revision = pulumi.Output.from_input(serving.revision or "") if serving.from_hub else None
         body = json.dumps({"model": serving.served_model_name, "max_tokens": 64,
                            "messages": [{"role": "user", "content": "Name the four inner planets."}]})
         self._register_contract(

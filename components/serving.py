@@ -32,6 +32,16 @@ class ServingConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     tensor_parallel_size: int = 1
+    # The Hub revision vLLM downloads (--revision); None: the Hub's main at each download. vLLM takes the
+    # tokenizer at the same revision when --tokenizer-revision is not given (vllm/config/model.py,
+    # ModelConfig.__post_init__: "if self.tokenizer_revision is None: self.tokenizer_revision = self.revision",
+    # 0.30.0 and 0.33.0).
+    revision: str | None = None
+
+    @property
+    def from_hub(self) -> bool:
+        """vLLM downloads the model from the Hub (not a checkpoint directory on the server)."""
+        return not self.model.startswith("/")
 
     def vllm_args(self) -> list[str]:
         args = [
@@ -47,6 +57,8 @@ class ServingConfig:
         ]
         if self.language_model_only:
             args.append("--language-model-only")
+        if self.revision:
+            args += ["--revision", self.revision]
         return args
 
     def sagemaker_environment(self) -> dict[str, str]:
@@ -67,6 +79,10 @@ class ServingConfig:
         if self.language_model_only:
             # AWS DLC docs (vllm/configuration): a boolean "true" becomes a bare flag.
             env["SM_VLLM_LANGUAGE_MODEL_ONLY"] = "true"
+        if self.revision:
+            # The container's entrypoint makes every SM_VLLM_X a flag --x (aws/deep-learning-containers,
+            # vllm/build_artifacts/sagemaker_entrypoint.sh): --revision.
+            env["SM_VLLM_REVISION"] = self.revision
         return env
 
 
@@ -93,8 +109,9 @@ def check_serving(args: ServingSettings, gpu: catalog.Gpu | None, host: str = "1
         # "auto" takes the checkpoint's dtype, which is bfloat16 for every Gemma 4 build.
         raise ConfigError("dtype", f"'{args.dtype}' needs bfloat16, which {gpu.name} (sm_{gpu.compute_capability[0]}"
                           f"{gpu.compute_capability[1]}) does not have", Set("dtype", "float16"))
+    revision = model_revision(args)
     try:
-        facts: ModelFacts | None = model_facts(args.model, ask_hub=args.size_from_hub)
+        facts: ModelFacts | None = model_facts(args.model, ask_hub=args.size_from_hub, revision=revision)
     except Unsized as why:
         if not args.allow_unsized_model:
             raise ConfigError("model", f"{args.model} is not in the catalog and cannot be sized: {why}",
@@ -106,7 +123,7 @@ def check_serving(args: ServingSettings, gpu: catalog.Gpu | None, host: str = "1
         pulumi.log.info(f"gemma4-t4:model {args.model} is {model} on the Hub: serving it under that id")
     serving = ServingConfig(model, args.served_model_name or model, args.dtype, args.max_model_len,
                             args.gpu_memory_utilization, args.max_num_seqs, args.language_model_only, host, port,
-                            args.tensor_parallel_size)
+                            args.tensor_parallel_size, revision)
     if facts is None:
         return ServingPlan(serving, None, None)
     _check_chat_fits(args, model, facts)
@@ -128,6 +145,33 @@ def check_serving(args: ServingSettings, gpu: catalog.Gpu | None, host: str = "1
         return ServingPlan(serving, facts, None)
     _check_memory(args, facts, memory)
     return ServingPlan(serving, facts, memory)
+
+
+def model_revision(args: ServingSettings) -> str | None:
+    """The Hub revision vLLM downloads: modelRevision, else the catalog's commit for the model, else none."""
+    if args.model_revision is not None:
+        return args.model_revision
+    known = catalog.find_model(args.model)
+    return known.revision if known else None
+
+
+def revision_note(serving: ServingConfig) -> str | None:
+    """One line when the model's revision is not pinned to a commit (None when it is, or nothing downloads)."""
+    if not serving.from_hub:
+        return None
+    if serving.revision is None:
+        return (f"model revision not pinned: the Hub's main of {serving.model} may change under the stack; "
+                "set modelRevision to a commit")
+    if not catalog.HUB_COMMIT.fullmatch(serving.revision):
+        return (f"modelRevision {serving.revision} is a branch or tag, which the model's owner can move; "
+                "set modelRevision to a commit (40 hex digits) to pin it")
+    return None
+
+
+def warn_unpinned(serving: ServingConfig, resource: pulumi.Resource) -> None:
+    """`pulumi preview` and `up` say when the model's revision can move under the stack."""
+    if (note := revision_note(serving)) is not None:
+        pulumi.log.warn(note, resource=resource)
 
 
 def _check_chat_fits(args: ServingSettings, model: str, facts: ModelFacts) -> None:

@@ -156,6 +156,8 @@ def _served_name(value: Any) -> Any:
 
 
 ServedName = Annotated[str, BeforeValidator(_served_name)]
+# A Hub revision as vLLM's --revision takes it: a commit, or a branch or tag name (refs/pr/N included); one argument.
+HUB_REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,254}")
 
 
 def _text_list(value: Any) -> Any:
@@ -195,6 +197,7 @@ class ServingSettings(BaseModel):
     gpu_memory_utilization: float = Field(0.9, gt=0, le=MAX_GPU_MEMORY_UTILIZATION, allow_inf_nan=False)
     max_num_seqs: int = Field(8, ge=1, le=catalog.vllm.MAX_NUM_SEQS)
     language_model_only: Flag = True
+    model_revision: Annotated[str | None, BeforeValidator(_none_if_empty)] = None
     tensor_parallel_size: int = 1
     allow_model_overflow: Flag = False
     allow_unsized_model: Flag = False
@@ -215,6 +218,26 @@ class ServingSettings(BaseModel):
                               f"dashes, starting with a letter, at most {longest} characters",
                               Set("namePrefix", gce_name(prefix, longest) or "gemma4"))
         return prefix
+
+    @field_validator("model_revision")
+    @classmethod
+    def _model_revision(cls, revision: str | None) -> str | None:
+        if revision is None:
+            return None
+        if not HUB_REVISION.fullmatch(revision) or ".." in revision or revision.endswith(("/", ".")):
+            raise ConfigError("modelRevision", f"{revision[:80]!r} is not a Hugging Face Hub revision (a 40-hex "
+                              "commit, or a branch or tag name: letters, digits and . _ - /, one word)",
+                              (Set("modelRevision", "COMMIT"), " (the model page's Files and versions > History "
+                               "lists the commits), or ", Unset("modelRevision")))
+        return revision
+
+    @model_validator(mode="after")
+    def _revision_of_a_hub_model(self) -> ServingSettings:
+        if self.model_revision is not None and self.model.startswith("/"):
+            raise ConfigError("modelRevision", f"{self.model_revision} is a Hub revision, and model {self.model} is a "
+                              "directory on the server: vLLM downloads nothing for it",
+                              (Unset("modelRevision"), " (or set model to the Hub id the checkpoint came from)"))
+        return self
 
     @field_validator("tensor_parallel_size")
     @classmethod

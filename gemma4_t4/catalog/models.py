@@ -7,6 +7,7 @@ fetched from the Hub for a model the catalog does not know.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,9 @@ GEMMA4_26B_A4B = {
     "global_head_dim": 512, "sliding_window": 1024, "num_kv_shared_layers": 0, "max_position_embeddings": 131072,
 }
 COMPRESSED_TENSORS_W4A16 = {"quant_method": "compressed-tensors", "format": "pack-quantized"}
+# A Hub commit: 40 lowercase hex digits (huggingface_hub's file_download.REGEX_COMMIT_HASH). Any other
+# revision is a branch or tag name, which the repository's owner can move.
+HUB_COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,10 @@ class Model:
     quantization: Mapping[str, Any] | None = None  # config.json's quantization_config
     text_only: bool = False  # no vision or audio tower in the checkpoint
     notes: tuple[str, ...] = field(default=())
+    # The Hub commit vLLM downloads (its --revision) unless modelRevision says otherwise; None: not known here.
+    # No entry has one yet: the seeds name each model by its id only, and the Hub is not reachable from where
+    # the catalog was written, so no commit could be read at its source.
+    revision: str | None = None
 
     @property
     def disk_bytes(self) -> int:

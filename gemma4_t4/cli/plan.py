@@ -82,6 +82,8 @@ def show(result: offline.Plan) -> None:
     console.print(outputs)
     if (memory := offline.memory_line(result)) is not None:
         console.print(memory, markup=False)
+    if (revision := offline.revision_line(result)) is not None:
+        console.print(revision, markup=False)
     if (cost := offline.cost_line(result)) is not None:
         console.print(cost, markup=False)
     for item in clouds.extra_costs(result):

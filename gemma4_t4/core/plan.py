@@ -27,6 +27,7 @@ from typing import Any
 import grpc
 import yaml
 
+from .. import catalog
 from ..errors import PROJECT, ConfigError, UsageError
 from .cost import CostEstimate
 
@@ -513,6 +514,19 @@ def memory_line(plan: Plan) -> str | None:
             f"{m['max_model_len']:,}-token requests at once")
 
 
+def revision_line(plan: Plan) -> str | None:
+    """Which revision of the model vLLM downloads (the `model_revision` output); None when nothing is downloaded
+    (a checkpoint directory on the server) or the stack has no such output."""
+    revision = plan.outputs.get("model_revision")
+    if revision is None:
+        return None
+    if not revision:
+        return "model revision: not pinned: the Hub's main may change under the stack; set modelRevision to a commit"
+    if catalog.HUB_COMMIT.fullmatch(revision):
+        return f"model revision: {revision} (a Hub commit)"
+    return f"model revision: {revision} (a branch or tag, which can move; set modelRevision to a commit to pin it)"
+
+
 def format_plan(plan: Plan) -> str:
     lines = [f"stack {plan.stack}: {len(plan.resources)} resources"]
     for r in plan.resources:
@@ -527,6 +541,8 @@ def format_plan(plan: Plan) -> str:
     lines += [f"  {k}: {_short(v)}" for k, v in sorted(plan.outputs.items())]
     if (memory := memory_line(plan)) is not None:
         lines.append(memory)
+    if (revision := revision_line(plan)) is not None:
+        lines.append(revision)
     if (cost := cost_line(plan)) is not None:
         lines.append(cost)
     lines += guard_lines(plan)
