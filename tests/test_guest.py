@@ -74,9 +74,10 @@ def _snapshot(hub, model: str, files: dict[str, str], incomplete: bool = False) 
         (repo / "blobs" / "0123.incomplete").write_text("")
 
 
-def _whole(hub, model: str) -> bool:
+def _whole(hub, model: str, revision: str = "") -> bool:
     script = REPO / "cloudinit" / "scripts" / "serve.sh"
-    done = subprocess.run(["bash", "-c", f'. "{script}"; snapshot_whole "$1" "$2"', "-", str(hub), model])
+    done = subprocess.run(["bash", "-c", f'. "{script}"; snapshot_whole "$1" "$2" "$3"', "-", str(hub), model,
+                           revision])
     return done.returncode == 0
 
 
@@ -99,6 +100,27 @@ def test_the_service_serves_offline_only_from_a_whole_snapshot(tmp_path):
     model = subprocess.run(["bash", "-c", f'. "{script}"; model_arg --host 127.0.0.1 --model g/m --dtype float16'],
                            capture_output=True, text=True).stdout.strip()
     assert model == "g/m"
+
+
+def test_a_pinned_revision_is_served_offline_only_from_its_own_snapshot(tmp_path):
+    """With --revision the snapshot checked is that revision's: a commit's own directory (huggingface_hub writes no
+    ref for a commit), a branch's or tag's refs/NAME; main's snapshot is not the pinned one."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    _snapshot(tmp_path / "main", "m/x", {"config.json": "{}", "model.safetensors": ""})
+    assert _whole(tmp_path / "main", "m/x") and not _whole(tmp_path / "main", "m/x", commit)
+    assert not _whole(tmp_path / "main", "m/x", "v1.0")
+    pinned = tmp_path / "main" / "models--m--x" / "snapshots" / commit
+    pinned.mkdir()
+    (pinned / "config.json").write_text("{}")
+    assert not _whole(tmp_path / "main", "m/x", commit), "no weights yet"
+    (pinned / "model.safetensors").write_text("")
+    assert _whole(tmp_path / "main", "m/x", commit)
+    (tmp_path / "main" / "models--m--x" / "refs" / "v1.0").write_text(commit)
+    assert _whole(tmp_path / "main", "m/x", "v1.0")
+    script = REPO / "cloudinit" / "scripts" / "serve.sh"
+    revision = subprocess.run(["bash", "-c", f'. "{script}"; flag_value --revision --model g/m --revision {commit}'],
+                              capture_output=True, text=True).stdout.strip()
+    assert revision == commit
 
 
 def test_a_failed_provisioning_leaves_vllm_to_its_preflight_not_a_dependency_failure():
