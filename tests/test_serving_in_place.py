@@ -47,6 +47,7 @@ def _changed(before: dict, after: dict) -> set[str]:
     ("servedModelName=gemma",),
     ("port=8001",),
     ("languageModelOnly=false",),
+    ("modelRevision=0123456789abcdef0123456789abcdef01234567",),
 ], ids=lambda change: " ".join(change))
 def test_a_serving_change_is_an_update_in_place(run_stack, change):
     base, changed = run_stack("gce-t4"), run_stack("gce-t4", *change)
