@@ -58,6 +58,18 @@ def test_human_plan_lists_the_cost_guards_and_what_one_off_can_cost():
     assert "cost guard endpointTtl is off" in result.stderr, "the program's warning, as `pulumi preview` shows it"
 
 
+def test_human_plan_says_whether_the_models_revision_is_pinned():
+    result = plan_cli("gce-t4")
+    assert result.returncode == 0, result.stderr
+    assert ("model revision: not pinned: the Hub's main may change under the stack; set modelRevision to a commit"
+            in result.stdout)
+    assert "model revision not pinned" in result.stderr, "the program's warning, as `pulumi preview` shows it"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    result = plan_cli("sagemaker-t4", "--config", f"modelRevision={commit}")
+    assert result.returncode == 0, result.stderr
+    assert f"model revision: {commit} (a Hub commit)" in result.stdout and "not pinned" not in result.stderr
+
+
 def test_config_override_and_dotted_path_apply_like_pulumi_config_set(tmp_path):
     result = plan_cli("gce-t4", "--json", "--config", "gemma4-t4:zone=us-central1-a",
                       "--config", "gemma4-t4:labels.team=ml", "--user-data", str(tmp_path / "ud.yaml"))
