@@ -174,7 +174,7 @@ print(json.dumps(registered))
 
 
 def test_the_installed_testing_module_builds_the_users_program(installed):
-    work, python = installed
+    work, python, _ = installed
     program = work / "program-provider-mocks"
     shutil.copytree(REPO / "examples" / "python", program, ignore=shutil.ignore_patterns("venv"))
     (program / "run_mocks.py").write_text(PROVIDER_MOCKS_RUNNER)
