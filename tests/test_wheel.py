@@ -21,6 +21,19 @@ from gemma4_t4 import clouds
 
 pytestmark = [pytest.mark.build, pytest.mark.index]
 
+# The end of every runner: the user's program (examples/python/__main__.py) under MOCKS, then what it registered.
+RUN_PROGRAM = '''
+pulumi.runtime.set_mocks({mocks}(), project="two-servers", stack="test", preview=False)
+
+@pulumi.runtime.test
+def run():
+    runpy.run_path("__main__.py", run_name="__main__")
+    return pulumi.Output.from_input(1)
+
+run()
+print(json.dumps(registered, default=str))
+'''
+
 # A user's unit test of the example, as Pulumi's testing guide writes one: mocks that echo the inputs and
 # answer the provider functions the components call. getRegion answers with the region of the provider it is
 # asked through, as the AWS provider's aws_region data source does without arguments (it reads its own
@@ -53,16 +66,7 @@ class Mocks(pulumi.runtime.Mocks):
             return {}, [("", "projects/my-project/zones/%s/disks/%s not found" % (args.args["zone"], args.args["name"]))]
         return {}
 
-pulumi.runtime.set_mocks(Mocks(), project="two-servers", stack="test", preview=False)
-
-@pulumi.runtime.test
-def run():
-    runpy.run_path("__main__.py", run_name="__main__")
-    return pulumi.Output.from_input(1)
-
-run()
-print(json.dumps(registered, default=str))
-'''
+''' + RUN_PROGRAM.format(mocks="Mocks")
 
 
 def _user_env() -> dict[str, str]:
@@ -161,16 +165,7 @@ class Recording(ProviderMocks):
         registered.append(args.typ)
         return super().new_resource(args)
 
-pulumi.runtime.set_mocks(Recording(), project="two-servers", stack="test", preview=False)
-
-@pulumi.runtime.test
-def run():
-    runpy.run_path("__main__.py", run_name="__main__")
-    return pulumi.Output.from_input(1)
-
-run()
-print(json.dumps(registered))
-'''
+''' + RUN_PROGRAM.format(mocks="Recording")
 
 
 def test_the_installed_testing_module_builds_the_users_program(installed):
