@@ -108,10 +108,13 @@ def cli_json(*args: str) -> dict[str, Any]:
 
 
 def cli_message(*args: str, env: dict[str, str] | None = None) -> str:
-    """What the CLI says on stderr for a failing command, less its `gemma4-t4 COMMAND: ` prefix."""
+    """The CLI's failure line on stderr, less its `gemma4-t4 COMMAND: ` prefix. Warnings the program
+    prints before it (an unpinned model revision) are other lines; the failure is the last one."""
     result = cli(*args, env=env)
     assert result.returncode != 0, result.stdout
-    return result.stderr.strip().split(": ", 1)[1]
+    failure = result.stderr.strip().splitlines()[-1]
+    assert failure.startswith(f"gemma4-t4 {args[0]}"), result.stderr
+    return failure.split(": ", 1)[1]
 
 
 # --- the tool list --------------------------------------------------------------------------------------
