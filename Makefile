@@ -92,10 +92,16 @@ guest-lock: $(VENV)/.installed
 guest-test: $(VENV)/.installed system-deps
 	$(PY) -m pytest -q -m boot -s
 
+# mypy and the import linter read the package as it installs (pyproject.toml's package-dir puts components/,
+# cloudinit/ and turing/ inside gemma4_t4), built fresh into build/lint: a path they report,
+# gemma4_t4/components/gce.py, is components/gce.py here.
+LINT_TREE := build/lint
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy
-	$(VENV)/bin/lint-imports
+	rm -rf build/lib $(LINT_TREE) && $(VENV)/bin/pip install $(PIP) --no-deps --no-build-isolation --no-compile \
+	  --target $(LINT_TREE) . && rm -rf build/lib
+	cd $(LINT_TREE) && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml --cache-dir $(CURDIR)/.mypy_cache
+	cd $(LINT_TREE) && $(CURDIR)/$(VENV)/bin/lint-imports --config $(CURDIR)/pyproject.toml --no-cache
 	$(VENV)/bin/shellcheck --severity=style cloudinit/*.sh cloudinit/scripts/*.sh turing/*.sh tests/*.sh tests/fixtures/*.sh
 	$(VENV)/bin/hadolint turing/Dockerfile
 
@@ -119,7 +125,7 @@ device-bundle: fit-env
 
 # Both wheels, gemma4-t4 and the clamp distribution it pins, into dist/: `pip install dist/*.whl`.
 dist: $(VENV)/.installed
-	rm -rf dist && $(VENV)/bin/pip wheel $(PIP) --no-deps -w dist ./turing .
+	rm -rf dist build/lib && $(VENV)/bin/pip wheel $(PIP) --no-deps -w dist ./turing .
 
 # The package schema, made by Pulumi's analyzer from the components (tests/test_package.py holds the
 # committed one equal); then Pulumi.yaml's config section from it (tests/test_config_schema.py).

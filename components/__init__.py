@@ -13,6 +13,10 @@ what vLLM and the GPU would refuse). The same classes are the package other Pulu
 without the cloud providers' SDKs.
 """
 
+# Imported by its folder's name from the repository root, it would be a second copy of every module.
+if __name__ != "gemma4_t4.components":
+    raise ImportError("components/ is the package gemma4_t4.components (pyproject.toml: package-dir)")
+
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 

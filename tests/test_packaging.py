@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tomllib
 import venv
 from pathlib import Path
 
@@ -36,7 +37,7 @@ def test_installing_the_project_adds_only_gemma4_t4(tmp_path):
             "cloudinit/locks/vllm-gce-0.33.0.txt",
             "turing/Dockerfile", "turing/pyproject.toml", "turing/turing_clamp/plugin.py",
             "components/schema.json"} <= data
-    assert not [name for name in data if name.startswith(("turing/results", "turing/gpu", "cloudinit/__"))]
+    assert not [name for name in data if name.startswith(("turing/results", "turing/gpu", "turing/build/", "turing/gemma4_turing_clamp.egg-info"))]
 
 
 def test_the_console_script_and_module_agree_on_the_version():
@@ -49,11 +50,21 @@ def test_the_console_script_and_module_agree_on_the_version():
 
 def test_the_listed_packages_are_the_tree():
     """pyproject.toml lists the packages (the data folders must not be searched): every folder of code is
-    listed, and each listed one exists."""
-    import tomllib
+    listed, and each listed one exists, where package-dir puts it."""
+    setuptools = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed, package_dir = set(setuptools["packages"]), setuptools["package-dir"]
+    code = set()
+    for root in ("gemma4_t4", *package_dir):
+        top = REPO / package_dir.get(root, root)
+        code |= {".".join((root, *Path(folder).relative_to(top).parts))
+                 for folder, _, names in os.walk(top) if "__init__.py" in names and "turing_clamp" not in folder}
+    assert code == listed
 
-    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    code = {".".join(Path(folder).relative_to(REPO).parts)
-            for folder, _, names in os.walk(REPO / "gemma4_t4", followlinks=True)  # the links into the package
-            if "__init__.py" in names and "turing" not in Path(folder).parts}
-    assert code | {"gemma4_t4.cloudinit", "gemma4_t4.turing"} == listed
+
+def test_each_module_has_one_path():
+    """No links: the design's folders are mapped into the package (package-dir), so a file has one path in
+    the checkout and one import path; imported by its folder's name from the root, a folder refuses."""
+    assert not [p for p in REPO.glob("gemma4_t4/**/*") if p.is_symlink()]
+    for folder in ("components", "cloudinit", "turing"):
+        result = subprocess.run([sys.executable, "-c", f"import {folder}"], cwd=REPO, capture_output=True, text=True)
+        assert result.returncode == 1 and f"{folder}/ is the package gemma4_t4.{folder}" in result.stderr

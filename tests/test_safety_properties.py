@@ -3,7 +3,7 @@ project, makes the graph tests fail. A property a mutation can remove without a 
 property nothing checks.
 
 Each case copies the project, applies one edit to the source, and runs the components' fast tests
-in the copy (PYTHONPATH puts the copy's package first); the run must fail, and the
+in the copy (run from its folder, which puts the copy's package first); the run must fail, and the
 unedited copy must pass (so a failure is the mutation's doing, not the copy's).
 """
 
@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -59,10 +60,13 @@ def project_copy(tmp_path_factory) -> Path:
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO, capture_output=True, check=True).stdout
     for name in filter(None, files.decode().split("\0")):
         (copy / name).parent.mkdir(parents=True, exist_ok=True)
-        if (REPO / name).is_symlink():  # gemma4_t4/components -> ../components: the package's folders
-            os.symlink(os.readlink(REPO / name), copy / name)
-        elif (REPO / name).is_file():
+        if (REPO / name).is_file():
             shutil.copy2(REPO / name, copy / name)
+    # The copy is imported from its folder (`python -m pytest` there), not installed: its gemma4_t4.components is
+    # its own components/ (the checkout's comes through pyproject.toml's package-dir; the copy's links stand for it).
+    package_dir = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-dir"]
+    for package, folder in package_dir.items():
+        os.symlink(copy / folder, copy / package.replace(".", "/"))
     return copy
 
 
@@ -70,7 +74,7 @@ def _graph_tests(project: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:xdist",
                            "-m", "not (wheels or server or build or image or index or boot)", *GRAPH_TESTS],
                           cwd=project, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(project)})
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
 
 
 def test_the_unedited_copy_passes(project_copy):

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib.util
 import json
-import os
 import runpy
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -30,9 +30,6 @@ import yaml
 from .. import catalog
 from ..errors import PROJECT, ConfigError, UsageError
 from .cost import CostEstimate
-
-PACKAGE_DIR = Path(__file__).parent.parent
-
 
 # The stack program, by module name: run as Pulumi runs a program, never imported by the core.
 PROGRAM = "gemma4_t4.program"
@@ -389,6 +386,18 @@ def _run_program(stack: str, config: dict[str, Any], plan: Plan | None, invokes:
     return record
 
 
+def _package_path(path: str) -> str:
+    """A packaged file's path inside gemma4_t4 (turing/Dockerfile): the same in a checkout, where pyproject.toml's
+    package-dir maps components/, cloudinit/ and turing/ into the package, as installed."""
+    resolved = Path(path).resolve()
+    for package in ("gemma4_t4.turing", "gemma4_t4.cloudinit", "gemma4_t4.components", "gemma4_t4"):
+        spec = importlib.util.find_spec(package)
+        root = Path(next(iter(spec.submodule_search_locations or ()))).resolve() if spec else None
+        if root and resolved.is_relative_to(root):
+            return Path(*package.split(".")[1:], resolved.relative_to(root)).as_posix()
+    return path
+
+
 def _jsonable(value: Any) -> Any:
     """Inputs as JSON: assets and archives by what they hold (a packaged file by its path in the
     package: turing/Dockerfile), secrets shown as placeholders."""
@@ -403,7 +412,7 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, pulumi.AssetArchive):
         return {"archive": {k: _jsonable(v) for k, v in sorted(value.assets.items())}}
     if isinstance(value, pulumi.FileAsset | pulumi.FileArchive):
-        return {"file": str(Path(os.path.relpath(value.path, PACKAGE_DIR)))}
+        return {"file": _package_path(value.path)}
     if isinstance(value, pulumi.StringAsset):
         return {"text": value.text}
     return value
