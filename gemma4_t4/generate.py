@@ -76,7 +76,7 @@ GENERATED = [
 def made(root: Path) -> dict[str, tuple[str, str]]:
     """{path: (its text in ROOT, its text as generated)} for every generated file."""
     schema = json.loads(schema_text())
-    result = {}
+    result: dict[str, tuple[str, str]] = {}
     for file in GENERATED:
         current = (root / file.path).read_text()
         result[file.path] = (current, file.make(current, schema))
@@ -90,7 +90,7 @@ def stale(root: Path) -> list[str]:
 
 def write(root: Path) -> list[str]:
     """Write every generated file that differs in ROOT; the paths written."""
-    written = []
+    written: list[str] = []
     for path, (current, fresh) in made(root).items():
         if current != fresh:
             (root / path).write_text(fresh)
@@ -99,7 +99,8 @@ def write(root: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m gemma4_t4.generate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m gemma4_t4.generate",
+                                     description="Write every generated file of the checkout (make generate).")
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 naming each file that differs")
     parser.add_argument("--root", type=Path, default=Path.cwd(), help="the checkout (default: the current folder)")
     args = parser.parse_args(argv)
