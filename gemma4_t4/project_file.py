@@ -1,12 +1,15 @@
 """Pulumi.yaml's `config:` section, made from the components' Settings (types, defaults) and their Args'
 documentation (the package schema's descriptions): every key of the stack program, grouped as Pulumi.yaml
-groups them. `python -m gemma4_t4.project_file` prints it to paste over the section after a change
-(tests/test_config_schema.py holds the two equal).
+groups them. `python -m gemma4_t4.project_file` prints it; `make generate` (gemma4_t4/generate.py) writes
+it into Pulumi.yaml, with docs/config-reference.md (`--markdown`), and `make test` fails while either differs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+from collections.abc import Mapping
 from importlib.resources import files
 from typing import Any
 
@@ -20,9 +23,11 @@ GROUP_TITLES = {
 }
 
 
-def descriptions() -> dict[str, str]:
-    """{key: its description in the package schema (components/schema.json), on one line}."""
-    schema = json.loads((files("gemma4_t4.components") / "schema.json").read_text())
+def descriptions(schema: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """{key: its description in the package SCHEMA (by default the committed components/schema.json), on one
+    line}."""
+    if schema is None:
+        schema = json.loads((files("gemma4_t4.components") / "schema.json").read_text())
     found: dict[str, str] = {}
     for resource in schema["resources"].values():
         for key, prop in resource["inputProperties"].items():
@@ -30,8 +35,16 @@ def descriptions() -> dict[str, str]:
     return found
 
 
-def section() -> dict[str, dict[str, Any]]:
-    return project_config(CLOUDS, descriptions())
+def section(schema: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    return project_config(CLOUDS, descriptions(schema))
+
+
+def section_text(schema: Mapping[str, Any] | None = None) -> str:
+    """The `config:` section as Pulumi.yaml holds it, from `config:` to the end of the file."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        print_section(section(schema), groups())
+    return printed.getvalue()
 
 
 def groups() -> list[tuple[str, list[str]]]:
@@ -44,10 +57,10 @@ def groups() -> list[tuple[str, list[str]]]:
     return result
 
 
-def reference() -> str:
+def reference(schema: Mapping[str, Any] | None = None) -> str:
     """docs/config-reference.md: every key, its type, default and description, as Pulumi.yaml has
-    them (`python -m gemma4_t4.project_file --markdown`; tests/test_docs.py holds the page equal)."""
-    keys = section()
+    them (`python -m gemma4_t4.project_file --markdown`; `make generate` writes the page)."""
+    keys = section(schema)
     lines = ["# Configuration reference", "",
              "Every key of the `gemma4-t4` stacks, set with `pulumi config set gemma4-t4:KEY VALUE` (a dotted key",
              "such as `labels.team` with `--path`). Generated from the components' settings; a stack file sets",
@@ -69,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     if "--markdown" in (sys.argv[1:] if argv is None else argv):
         print(reference(), end="")
         return
-    print_section(section(), groups())
+    print(section_text(), end="")
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ from gemma4_t4.errors import ConfigError
 
 pytestmark = pytest.mark.facts
 
-# A source names a seed, a documentation page or a date: "seed 002: ...", "AWS list price, ..., 2026".
-SOURCE = re.compile(r"seed \d{3}|\b20\d\d\b|https?://")
+# A source names evidence (docs/evidence.md), a documentation page or a date: "[sagemaker-t4-article]: ...",
+# "AWS list price, ..., 2026".
+SOURCE = re.compile(r"\[[a-z0-9-]+\]|\b20\d\d\b|https?://")
 
 
 def _all_prices() -> list[tuple[str, catalog.Price]]:
@@ -31,7 +32,7 @@ def _all_prices() -> list[tuple[str, catalog.Price]]:
 @pytest.mark.parametrize(("what", "price"), _all_prices(), ids=lambda v: v if isinstance(v, str) else "")
 def test_every_price_is_a_positive_figure_with_its_source(what, price):
     assert math.isfinite(price.usd_per_hour) and price.usd_per_hour > 0, what
-    assert SOURCE.search(price.source), f"{what}: {price.source!r} names no seed, page or date"
+    assert SOURCE.search(price.source), f"{what}: {price.source!r} names no evidence, page or date"
 
 
 @pytest.mark.parametrize("model", catalog.MODELS.values(), ids=lambda m: m.hf_id)
@@ -50,7 +51,7 @@ def test_the_t4_is_turing_without_bfloat16_and_below_the_stock_kernels_ask():
     t4 = catalog.TESLA_T4
     assert t4.compute_capability == (7, 5) and not t4.supports_bfloat16 and not t4.supports_fp8
     assert "nvidia-tesla-t4" in catalog.NO_BFLOAT16_GPUS and t4.name in catalog.NO_BFLOAT16_GPUS
-    # Seed 002: stock vLLM's head-512 prefill asks 98,304 B against "Hardware limit: 65536".
+    # [sagemaker-t4-article]: stock vLLM's head-512 prefill asks 98,304 B against "Hardware limit: 65536".
     assert t4.max_shared_bytes_per_block == 65536 < 98304
     assert t4.memory_bytes < catalog.T4_CARD_MIB * 2**20, "CUDA reports less than the card's memory"
 

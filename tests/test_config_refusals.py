@@ -197,7 +197,7 @@ def test_there_are_at_least_60_cases_across_both_stacks():
 
 
 def test_the_26b_a4b_on_one_t4_is_refused_with_the_numbers(refused_stack):
-    """Seed 002: 26B A4B loaded its weights on one T4 at 0.97, 1,024 tokens, four sequences,
+    """[sagemaker-t4-article]: 26B A4B loaded its weights on one T4 at 0.97, 1,024 tokens, four sequences,
     then ran out of memory. The plan refuses that exact config, with the numbers."""
     error, _ = refused_stack("sagemaker-t4", "model=xbill9/gemma-4-26B-A4B-it-qat-q4_0-w4a16-ct-text-emb4",
                              "gpuMemoryUtilization=0.97", "maxModelLen=1024", "maxNumSeqs=4")

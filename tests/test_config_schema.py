@@ -3,6 +3,7 @@ and the stack's own, secrets stay secret, and each cloud's component takes its o
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -10,7 +11,7 @@ import yaml
 from conftest import REPO
 from pydantic import ValidationError
 
-from gemma4_t4 import clouds, project_file
+from gemma4_t4 import clouds, generate, project_file
 from gemma4_t4.clouds.stack_config import config_keys, stack_settings
 from gemma4_t4.components.config import GceT4ServerSettings, SageMakerT4EndpointSettings, keys_of
 from gemma4_t4.core import plan as plan_mod
@@ -36,13 +37,15 @@ def _load(stack: str, *overrides: str, secret_keys: frozenset[str] = frozenset()
 
 
 def test_pulumi_yaml_declares_every_key_with_the_schemas_type_default_and_description():
-    declared = yaml.safe_load((REPO / "Pulumi.yaml").read_text())["config"]
+    text = (REPO / "Pulumi.yaml").read_text()
+    declared = yaml.safe_load(text)["config"]
     expected = project_file.section()
-    assert list(declared) == list(expected), "Pulumi.yaml must list the schema's keys, in its order"
+    assert list(declared) == list(expected), "Pulumi.yaml must list the schema's keys, in its order: `make generate`"
     for key, spec in expected.items():
-        assert declared[key] == spec, (f"{key}: Pulumi.yaml says {declared[key]}, the schema {spec}: "
-                                       "regenerate the section with .venv/bin/python -m gemma4_t4.project_file")
+        assert declared[key] == spec, f"{key}: Pulumi.yaml says {declared[key]}, the schema {spec}: `make generate`"
         assert spec["description"], f"{key} has no description"
+    committed = json.loads((REPO / "components" / "schema.json").read_text())
+    assert generate.with_config_section(text, committed) == text, "Pulumi.yaml's config section, as laid out: `make generate`"
 
 
 def test_each_stack_file_plans_to_its_components_settings():

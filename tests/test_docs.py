@@ -11,7 +11,7 @@ import sys
 import pytest
 from conftest import REPO
 
-from gemma4_t4 import project_file
+from gemma4_t4 import generate, project_file
 from gemma4_t4.cli.cost import README_STACKS, readme_table
 
 pytestmark = pytest.mark.cli
@@ -21,8 +21,8 @@ DOCS = {path.name: path.read_text() for path in (REPO / "docs").glob("*.md")}
 
 
 def test_the_readmes_cost_table_is_the_cost_commands():
-    block = README.split("<!-- cost-table", 1)[1].split("-->", 1)[1].split("<!-- /cost-table -->", 1)[0]
-    assert block.strip() == readme_table(), "regenerate it: python -c 'from gemma4_t4.cli.cost import readme_table'"
+    assert generate.with_block(README, "cost table", readme_table()) == README, "run `make generate`"
+    block = README.split("<!-- generated: cost table", 1)[1].split("-->", 1)[1].split("<!-- end generated", 1)[0]
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]] for line in block.strip().splitlines()}
     for column, stack in enumerate(README_STACKS):
         result = subprocess.run([sys.executable, "-m", "gemma4_t4", "cost", stack, "--json"], capture_output=True,
@@ -48,8 +48,7 @@ def test_the_readme_is_short_and_links_what_moved():
 
 
 def test_the_config_reference_is_the_schemas():
-    assert DOCS["config-reference.md"] == project_file.reference(), \
-        "regenerate: python -m gemma4_t4.project_file --markdown > docs/config-reference.md"
+    assert DOCS["config-reference.md"] == project_file.reference(), "run `make generate`"
 
 
 def test_no_page_a_user_reads_uses_the_projects_own_words():

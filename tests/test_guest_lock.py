@@ -34,7 +34,7 @@ def test_each_gce_lock_is_resolved_as_pypi_stood_at_its_vllm_release(version):
 
 def test_the_default_lock_holds_the_transformers_of_its_release_day():
     """vLLM 0.30.0 asks transformers>=5.10.4, uncapped: without the cutoff the lock took 5.25.0
-    (2026-12-01). At the cutoff it is 5.17.0, the transformers seed 000 served Gemma 4 with."""
+    (2026-12-01). At the cutoff it is 5.17.0, the transformers [gce-t4-article] served Gemma 4 with."""
     assert GCE_LOCKS["0.30.0"].pins["transformers"] == "5.17.0"
 
 

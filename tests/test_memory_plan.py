@@ -1,4 +1,4 @@
-"""The memory plan against vLLM's own start-up lines in the seeds' logs, and its arithmetic."""
+"""The memory plan against vLLM's own start-up lines in the published logs ([gce-t4-article], [gemma4-dev-repo]), and its arithmetic."""
 
 from __future__ import annotations
 
@@ -15,16 +15,16 @@ E2B = catalog.find_model("google/gemma-4-E2B-it-qat-w4a16-ct")
 
 
 def _seed_plan(model: catalog.Model, weights_gib: float) -> memory.GpuMemoryPlan:
-    seed = engine.SEED_000_E2B_QAT
+    seed = engine.MEASURED_T4_E2B_QAT
     return memory.plan_memory(model.hf_id, model.config, int(weights_gib * catalog.GIB), "seed", catalog.TESLA_T4,
                               seed["dtype"], seed["gpu_memory_utilization"], seed["max_model_len"],
                               seed["max_num_seqs"])
 
 
 def test_e2b_qat_plan_matches_the_seeds_engine_log():
-    """Seed 000: "Available KV cache memory: 4.66 GiB", "GPU KV cache size: 519,681 tokens",
+    """[gce-t4-article]: "Available KV cache memory: 4.66 GiB", "GPU KV cache size: 519,681 tokens",
     "Maximum concurrency for 16,384 tokens per request: 31.72x"."""
-    seed = engine.SEED_000_E2B_QAT
+    seed = engine.MEASURED_T4_E2B_QAT
     plan = _seed_plan(E2B, from_catalog(E2B).weights_bytes("float16") / catalog.GIB)
     error = plan.kv_cache_tokens / seed["kv_cache_tokens"] - 1
     print(f"\nE2B QAT: plan {plan.kv_cache_tokens:,} tokens / {plan.max_concurrency:.2f}x / "
@@ -38,8 +38,8 @@ def test_e2b_qat_plan_matches_the_seeds_engine_log():
 def test_e2b_bf16_plan_matches_its_logged_kv_cache():
     """The same rig serving the bf16 build: 9.8 GiB of weights, 315,974 KV tokens (not fitted)."""
     bf16 = catalog.find_model("google/gemma-4-E2B-it")
-    plan = _seed_plan(bf16, engine.SEED_000_E2B_BF16["weights_gib"])
-    error = plan.kv_cache_tokens / engine.SEED_000_E2B_BF16["kv_cache_tokens"] - 1
+    plan = _seed_plan(bf16, engine.MEASURED_T4_E2B_BF16["weights_gib"])
+    error = plan.kv_cache_tokens / engine.MEASURED_T4_E2B_BF16["kv_cache_tokens"] - 1
     print(f"\nE2B bf16: plan {plan.kv_cache_tokens:,} tokens; log 315,974; error {error:+.2%}")
     assert abs(error) < 0.15
 
@@ -76,7 +76,7 @@ def test_configs_the_plan_cannot_read_are_unsizable_not_guessed(config):
 
 
 def test_weights_from_hub_parameter_counts_match_the_measured_load():
-    """The bf16 E2B checkpoint is 10,246,621,918 bytes of BF16 tensors (seed 000); sized from
+    """The bf16 E2B checkpoint is 10,246,621,918 bytes of BF16 tensors ([gce-t4-article]); sized from
     parameter counts as the Hub reports them, it loads as vLLM measured it: 9.8 GiB."""
     facts = ModelFacts("google/gemma-4-E2B-it", E2B.config, None, 10246621918, "test",
                        parameters={"BF16": 10246621918 // 2})

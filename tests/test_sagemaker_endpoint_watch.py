@@ -18,7 +18,7 @@ from gemma4_t4.components.scripts import endpoint_watch
 pytestmark = [pytest.mark.components, pytest.mark.standin]
 
 NAME = "sagemaker-t4-endpoint-1a2b3c4d"
-# SageMaker's FailureReason for a container the host image's driver cannot run (seed 002).
+# SageMaker's FailureReason for a container the host image's driver cannot run ([sagemaker-t4-article]).
 CANNOT_START = ("CannotStartContainerError. Please ensure the model container for variant AllTraffic starts "
                 "correctly when invoked with 'docker run <image> serve'")
 

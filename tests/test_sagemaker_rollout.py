@@ -33,7 +33,7 @@ ENDPOINT = "aws:sagemaker/endpoint:Endpoint"
 CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
 SCHEDULE = "aws:scheduler/schedule:Schedule"
 COMMAND = "command:local:Command"
-# SageMaker's FailureReason for a container the host image's driver cannot run (seed 002).
+# SageMaker's FailureReason for a container the host image's driver cannot run ([sagemaker-t4-article]).
 CANNOT_START = ("CannotStartContainerError. Please ensure the model container for variant AllTraffic starts "
                 "correctly when invoked with 'docker run <image> serve'")
 

@@ -377,7 +377,7 @@ REFUSED = [
     ("model=", "gemma4-t4:model", "gemma4-t4:model"),
     ("baseImage=", "gemma4-t4:baseImage", "baseImage 763104351884"),
     ("instanceCount=0", "gemma4-t4:instanceCount", "instanceCount 1"),
-    # Configs that can never serve (issue 21): a startup window shorter than a T4 needs (seed 002), a base whose
+    # Configs that can never serve (issue 21): a startup window shorter than a T4 needs ([sagemaker-t4-article]), a base whose
     # CUDA cannot be known, a region SageMaker does not have, a typo in the AWS provider's keys.
     ("startupHealthCheckTimeoutSeconds=120", "gemma4-t4:startupHealthCheckTimeoutSeconds", "1020"),
     # CloudWatch's retentions only (a retention it refuses would fail the `up` after the build).
@@ -746,7 +746,7 @@ def test_gate_verdicts(torch, allow, ok, words):
 
 
 def test_cost_counts_each_build_and_the_image_in_ecr_while_up():
-    """13 CodeBuild minutes per build (seed 002's phase times, 780 s) and 8.34 GiB in ECR, at catalog prices."""
+    """13 CodeBuild minutes per build ([sagemaker-t4-article]'s phase times, 780 s) and 8.34 GiB in ECR, at catalog prices."""
     items = {i.name: (i.usd, i.per) for i in clouds.estimate("sagemaker-t4", (), REPO).extras}
     assert items == {"image build (CodeBuild)": (0.13, "build"), "image in ECR while the stack is up": (0.9, "month")}
 

@@ -72,7 +72,7 @@ def deployed(moto, run_stack, monkeypatch):
 
 
 def refuse_delete_while_busy(monkeypatch) -> None:
-    """SageMaker refuses to delete an endpoint that is being created or updated (seed 002's
+    """SageMaker refuses to delete an endpoint that is being created or updated ([sagemaker-t4-article]'s
     tooling met it as "Cannot update in-progress endpoint"); moto deletes it anyway."""
     from moto.sagemaker.exceptions import ValidationError
     from moto.sagemaker.models import SageMakerModelBackend

@@ -47,7 +47,7 @@ ADDED_SINCE_020 = {
 }
 # Resources an upgrade from 0.2.0 replaces on purpose, with the reason: (stack, type, name) -> why.
 REPLACED_SINCE_020 = {
-    # The default startup window is derived from seed 000's measured parts (issue 26: 1020 s, was 900 s): a new
+    # The default startup window is derived from [gce-t4-article]'s measured parts (issue 26: 1020 s, was 900 s): a new
     # configuration.
     ("sagemaker-t4", "aws:sagemaker/endpointConfiguration:EndpointConfiguration", "gemma4-t4-config"):
         "startupHealthCheckTimeoutSeconds' default",

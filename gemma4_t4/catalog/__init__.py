@@ -1,10 +1,10 @@
 """The one catalog of facts this project depends on.
 
 GPU limits, zones and machine shapes, disks, label rules, host images, prices, model shapes, the
-vLLM engine facts and the versions we pin all live here, each with where it came from (a seed,
-a documentation page, a date). Everything else imports from this package; no other file spells
-these numbers. The bottom layer: it imports nothing of the project but the clamp's own kernel
-facts. Shell and Make read it through ``python -m gemma4_t4.catalog get KEY``.
+vLLM engine facts and the versions we pin all live here, each with where it came from (a published
+run by its name in docs/evidence.md, a documentation page, a date). Everything else imports from this
+package; no other file spells these numbers. The bottom layer: it imports nothing of the project but
+the clamp's own kernel facts. Shell and Make read it through ``python -m gemma4_t4.catalog get KEY``.
 
 One module per subject: ``pins`` (versions), ``gpus``, ``prices``, ``gce``, ``aws``, ``models``,
 ``vllm``, ``guards`` (the cost guards' defaults).

@@ -56,15 +56,15 @@ AWS_TAG_KEY_MAX, AWS_TAG_VALUE_MAX = 128, 256
 AWS_TAG_CHARS = re.compile(r"[\w .:/=+\-@\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]*")
 AWS_RESERVED_TAG_PREFIX = "aws:"
 
-# SageMaker real-time inference, on demand, us-east-2 (seed 002: the AWS Price List API, 2026-09-30).
+# SageMaker real-time inference, on demand, us-east-2 ([sagemaker-t4-article]: the AWS Price List API, 2026-09-30).
 SAGEMAKER_PRICES = {
-    "ml.g4dn.xlarge": Price(0.736, "seed 002: SageMaker real-time, us-east-2, 2026-09-30"),
-    "ml.g6.xlarge": Price(1.1267, "seed 002: SageMaker real-time, us-east-2, 2026-09-30"),
+    "ml.g4dn.xlarge": Price(0.736, "[sagemaker-t4-article]: SageMaker real-time, us-east-2, 2026-09-30"),
+    "ml.g6.xlarge": Price(1.1267, "[sagemaker-t4-article]: SageMaker real-time, us-east-2, 2026-09-30"),
 }
 # Region -> instance type -> price. A region not listed gets no cost estimate (the plan says so).
 _TRANSCRIBED = "AWS SageMaker pricing page, real-time, {region} (transcribed 2026-12-02 without a live read)"
 # ml.g4dn.12xlarge (4 T4s, what tensorParallelSize 2 and 4 pick): from the same page, without a
-# live read and not in either seed; the first bill shows the real rate.
+# live read and not in either article; the first bill shows the real rate.
 _G4DN_12XLARGE = 4.89
 SAGEMAKER_REGIONAL_PRICES: dict[str, dict[str, Price]] = {
     "us-east-2": {**SAGEMAKER_PRICES,
@@ -73,7 +73,7 @@ SAGEMAKER_REGIONAL_PRICES: dict[str, dict[str, Price]] = {
                 "ml.g4dn.12xlarge": Price(_G4DN_12XLARGE, _TRANSCRIBED.format(region=region))}
        for region in ("us-east-1", "us-west-2")},
 }
-# Where `bench --instance-type` takes its price: the seeds' region, where the T4/L4 figures were made.
+# Where `bench --instance-type` takes its price: the articles' region, where the T4/L4 figures were made.
 BENCH_PRICE_REGION = "us-east-2"
 BENCH_INSTANCE_PRICES = SAGEMAKER_REGIONAL_PRICES[BENCH_PRICE_REGION]
 AWS_PRICES = {
@@ -85,10 +85,10 @@ AWS_PRICES = {
     # 2026-12-04 without a live read): what a base image pulled from another region's registry is billed at.
     "transfer:inter-region-gb": Price(0.02, "AWS data transfer between US regions, 2026-12-04"),
 }
-# One image build, CodeBuild's phases as seed 002's repository recorded them (reference/sagemaker-gemma.md,
+# One image build, CodeBuild's phases as [sagemaker-gemma-repo] recorded them (reference/sagemaker-gemma.md,
 # "Phase times (s)": PROVISIONING 7, PRE_BUILD 17, BUILD 191, push 565).
 SAGEMAKER_BUILD_SECONDS = 7 + 17 + 191 + 565
-# The base image as CodeBuild pulls it (seed 002: the AWS vLLM container, ~8 GB).
+# The base image as CodeBuild pulls it ([sagemaker-t4-article]: the AWS vLLM container, ~8 GB).
 SAGEMAKER_BASE_IMAGE_BYTES = 8 * 10**9
 # The tag this project puts on its endpoint, with the stack's name: how preflight finds the stack's
 # own endpoint among the account's.
@@ -103,7 +103,7 @@ SAGEMAKER_FLEET_TAG = "gemma4-t4:fleet"
 SAGEMAKER_ENDPOINT_CREATE_TIMEOUT_S = 60 * 60
 # The port the AWS vLLM container serves /ping and /invocations on (SageMaker's container contract).
 SAGEMAKER_CONTAINER_PORT = 8080
-# The clamped SageMaker image as pushed (seed 002: "8.34 GiB compressed").
+# The clamped SageMaker image as pushed ([sagemaker-t4-article]: "8.34 GiB compressed").
 SAGEMAKER_IMAGE_BYTES = int(8.34 * 1024**3)
 
 
@@ -179,11 +179,11 @@ CODEBUILD_BUILD_QUOTA_CODES = {"BUILD_GENERAL1_SMALL": "L-9D07B6EF", "BUILD_GENE
 # quota value", cloud-custodian/cloud-custodian#8939, 2023-09-12), so only an AWS Support case raises it.
 CODEBUILD_ACCOUNT_LIMIT_ERROR = "AccountLimitExceededException"
 CODEBUILD_QUEUE_LIMIT = re.compile(r"Cannot have more than (\d+) builds in queue for the account")
-# The endpoint's wait on a first `up` (seed 002, 2026-09-30): 13.2-13.3 minutes from CreateEndpoint to
+# The endpoint's wait on a first `up` ([sagemaker-t4-article], 2026-09-30): 13.2-13.3 minutes from CreateEndpoint to
 # InService on ml.g4dn.xlarge. A container that crashes at start holds the endpoint in Creating for the
 # whole startup health-check window (26B: Failed 36.5 minutes after Creating, with the window at 1800 s).
 SAGEMAKER_IN_SERVICE_MINUTES = 13.3
-# The shortest startup health-check window a T4 serves in: seed 002 says a small model that loads within
+# The shortest startup health-check window a T4 serves in: [sagemaker-t4-article] says a small model that loads within
 # two minutes needs "a few hundred seconds"; below 300 s the endpoint fails while vLLM still downloads,
 # loads and compiles (CUDA graphs) on the T4.
 SAGEMAKER_MIN_STARTUP_HEALTH_CHECK_S = 300
@@ -218,7 +218,7 @@ ECR_IMAGE = re.compile(r"(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.
 
 # SageMaker writes an endpoint's container logs to this group, creating it (without a retention) if it is
 # missing (SageMaker developer guide, "Log Amazon SageMaker AI events with Amazon CloudWatch": log group
-# /aws/sagemaker/Endpoints/[EndpointName]; seed 002 read its logs there).
+# /aws/sagemaker/Endpoints/[EndpointName]; [sagemaker-t4-article] read its logs there).
 SAGEMAKER_ENDPOINT_LOG_GROUP = "/aws/sagemaker/Endpoints/{endpoint}"
 # The retentions CloudWatch Logs accepts, in days (PutRetentionPolicy's retentionInDays, botocore's logs model,
 # shape Days: "Possible values are: 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827,
@@ -290,17 +290,18 @@ def other_partition(region: str) -> str | None:
 
 
 # The startup health-check window the default model needs, from measured parts (each with its source):
-# - 362 s from start to a healthy server on a warm compile cache, weights already on disk (seed 000: "vllm-t4:
+# - 362 s from start to a healthy server on a warm compile cache, weights already on disk ([gce-t4-article]: "vllm-t4:
 #   healthy after 362s", E2B QAT on one T4, n1-standard-2);
-# - 113 s more for the first torch.compile, which every new SageMaker instance pays (seed 000: "112.77 s on the
+# - 113 s more for the first torch.compile, which every new SageMaker instance pays ([gce-t4-article]: "112.77 s on the
 #   first start of this stack" against 2.59 s warm);
-# - the 8.3 GB QAT checkpoint downloaded from the Hub at start (seed 000: "the QAT build is 8.3 GB"), at 50 MB/s:
+# - the 8.3 GB QAT checkpoint downloaded from the Hub at start ([gce-t4-article]: "the QAT build is 8.3 GB"), at
+#   50 MB/s:
 #   below the slowest cold-CDN figure Hugging Face published for a Hub download from AWS (65 MB/s for a 100 MB
 #   file, 261 MB/s for 1 GB, on m5dn.24xlarge in us-east-1: h-m-t-hf-buckets-benchmark.static.hf.space,
 #   read 2026-12-04). A stated planning figure, not a measurement on g4dn.
 # The sum is one run of each; the window takes half as much again (single runs, a shared Hub), rounded up to
-# the minute. A container that crashes holds the endpoint in Creating for the whole window (seed 002), so it
-# is not made longer than that.
+# the minute. A container that crashes holds the endpoint in Creating for the whole window ([sagemaker-t4-article]),
+# so it is not made longer than that.
 SAGEMAKER_WARM_START_S = 362
 SAGEMAKER_FIRST_COMPILE_S = 113
 DEFAULT_MODEL_DOWNLOAD_BYTES = int(8.3e9)

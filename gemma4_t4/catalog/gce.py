@@ -41,7 +41,7 @@ GCE_T4_ZONES = frozenset({
     "us-east1-c", "us-east1-d",
     "us-east4-a", "us-east4-b", "us-east4-c",
     "us-west1-a", "us-west1-b",
-    "us-west2-b", "us-west2-c",   # seed 000 ran in us-west2-b
+    "us-west2-b", "us-west2-c",   # [gce-t4-article] ran in us-west2-b
     "us-west3-b",
     "us-west4-a", "us-west4-b",
 })
@@ -59,7 +59,7 @@ GPU_MACHINE_FAMILY = {"nvidia-l4": "G2", "nvidia-tesla-a100": "A2", "nvidia-a100
 # copy in SkyPilot's GCP catalog (sky/clouds/service_catalog/gcp_catalog.py,
 # _NUM_ACC_TO_MAX_CPU_AND_MEMORY "T4", which cites that page). N1 takes no other T4 count.
 T4_VM_LIMITS = {1: (48, 312), 2: (48, 312), 4: (96, 624)}
-# vCPUs the project gives each T4 when it picks the shape: seed 000's n1-standard-2 per T4, so
+# vCPUs the project gives each T4 when it picks the shape: [gce-t4-article]'s n1-standard-2 per T4, so
 # tensorParallelSize N gets n1-standard-2N (each vLLM rank is a process of its own, beside the
 # API server and the engine core).
 VCPUS_PER_T4 = 2
@@ -90,7 +90,7 @@ N1_SHAPES: dict[str, MachineShape] = {
     **{f"n1-highcpu-{n}": MachineShape(n, 0.9 * n) for n in (2, 4, 8, 16, 32, 64, 96)},
 }
 
-# Host RAM the guest kernel reports (bytes), where measured: seed 000, MemTotal on n1-standard-2.
+# Host RAM the guest kernel reports (bytes), where measured: [gce-t4-article], MemTotal on n1-standard-2.
 GCE_MACHINE_RAM_BYTES = {"n1-standard-2": 7797587968}
 
 
@@ -247,8 +247,8 @@ CLOUD_NAT_PRICES = {
     "nat:ip-hour": Price(0.005, _NAT),
 }
 # What a first boot downloads besides the model's checkpoint (which the model facts size): the vLLM environment
-# the guest pip-installs (vLLM, torch cu130 and NVIDIA's CUDA runtime wheels). Neither seed sizes those wheels;
-# this is the AWS vLLM container that carries the same stack (seed 002: the ~8 GB base image,
-# SAGEMAKER_BASE_IMAGE_BYTES), a planning figure. The driver's apt packages (seed 000's list: nvidia-driver,
-# nvidia-kernel-open-dkms, linux-headers) are not sized by the seeds and not counted.
+# the guest pip-installs (vLLM, torch cu130 and NVIDIA's CUDA runtime wheels). Neither article sizes those wheels;
+# this is the AWS vLLM container that carries the same stack ([sagemaker-t4-article]: the ~8 GB base image,
+# SAGEMAKER_BASE_IMAGE_BYTES), a planning figure. The driver's apt packages ([gce-t4-article]'s list: nvidia-driver,
+# nvidia-kernel-open-dkms, linux-headers) are not sized by either article and not counted.
 FIRST_BOOT_VLLM_ENV_BYTES = 8 * 10**9

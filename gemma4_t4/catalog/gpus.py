@@ -33,8 +33,8 @@ TESLA_T4 = Gpu(
     name="Tesla T4",
     compute_capability=targets.SM75,
     max_shared_bytes_per_block=targets.SM75_SHARED_LIMIT,
-    # Seed 002: "total: 15636037632" in the 26B OOM message = 14.56 GiB of the card's 15,360 MiB
-    # (seed 000, nvidia-smi memory.total): the driver keeps the rest.
+    # [sagemaker-t4-article]: "total: 15636037632" in the 26B OOM message = 14.56 GiB of the card's 15,360 MiB
+    # ([gce-t4-article], nvidia-smi memory.total): the driver keeps the rest.
     memory_bytes=15636037632,
     supports_bfloat16=False,
     supports_fp8=False,
@@ -48,5 +48,5 @@ NO_BFLOAT16_GPUS = frozenset({"nvidia-tesla-p100", "nvidia-tesla-p4", "nvidia-te
                               "V100", "Tesla T4"})
 
 
-# nvidia-smi's memory.total for a T4 (seed 000: "Tesla T4, 7.5, 15360 MiB").
+# nvidia-smi's memory.total for a T4 ([gce-t4-article]: "Tesla T4, 7.5, 15360 MiB").
 T4_CARD_MIB = 15360

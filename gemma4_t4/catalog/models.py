@@ -56,7 +56,7 @@ class Model:
     text_only: bool = False  # no vision or audio tower in the checkpoint
     notes: tuple[str, ...] = field(default=())
     # The Hub commit vLLM downloads (its --revision) unless modelRevision says otherwise; None: not known here.
-    # No entry has one yet: the seeds name each model by its id only, and the Hub is not reachable from where
+    # No entry has one yet: the articles name each model by its id only, and the Hub is not reachable from where
     # the catalog was written, so no commit could be read at its source.
     revision: str | None = None
 
@@ -70,22 +70,24 @@ class Model:
 
 
 _MODELS = (
-    Model("google/gemma-4-E2B-it-qat-w4a16-ct", GEMMA4_E2B, "seed 000: tpu.env bytes, engine log (vLLM 0.29.0)",
+    Model("google/gemma-4-E2B-it-qat-w4a16-ct", GEMMA4_E2B, "[gce-t4-article]: tpu.env bytes, engine log (vLLM 0.29.0)",
           weights_gib_loaded=8.02, checkpoint_bytes=8316306646, quantization=COMPRESSED_TENSORS_W4A16),
-    Model("google/gemma-4-E2B-it", GEMMA4_E2B, "seed 000: tpu.env bytes, engine log (bf16 build)",
+    Model("google/gemma-4-E2B-it", GEMMA4_E2B, "[gce-t4-article]: tpu.env bytes, engine log (bf16 build)",
           weights_gib_loaded=9.8, checkpoint_bytes=10246621918),
-    Model("xbill9/gemma-4-E2B-it-qat-q4_0-w4a16-ct-text-emb4", GEMMA4_E2B, "seed 002: results table (vLLM 0.30.0)",
+    Model("xbill9/gemma-4-E2B-it-qat-q4_0-w4a16-ct-text-emb4", GEMMA4_E2B,
+          "[sagemaker-t4-article]: results table (vLLM 0.30.0)",
           weights_gib_loaded=2.86, quantization=COMPRESSED_TENSORS_W4A16, text_only=True),
-    Model("xbill9/gemma-4-E4B-it-qat-q4_0-w4a16-ct-text-emb4", GEMMA4_E4B, "seed 002: results table (vLLM 0.30.0)",
+    Model("xbill9/gemma-4-E4B-it-qat-q4_0-w4a16-ct-text-emb4", GEMMA4_E4B,
+          "[sagemaker-t4-article]: results table (vLLM 0.30.0)",
           weights_gib_loaded=4.52, quantization=COMPRESSED_TENSORS_W4A16, text_only=True),
-    # Seed 002: loaded its 14.2 GiB of weights on one T4, then ran out of memory.
+    # [sagemaker-t4-article]: loaded its 14.2 GiB of weights on one T4, then ran out of memory.
     Model("xbill9/gemma-4-26B-A4B-it-qat-q4_0-w4a16-ct-text-emb4", GEMMA4_26B_A4B,
-          "seed 002: 14.2 GiB of weights on the L4, OOM on ml.g4dn.xlarge", weights_gib_loaded=14.2,
+          "[sagemaker-t4-article]: 14.2 GiB of weights on the L4, OOM on ml.g4dn.xlarge", weights_gib_loaded=14.2,
           quantization=COMPRESSED_TENSORS_W4A16, text_only=True),
     # Google's own W4A16 export of the same QAT weights keeps bf16 embeddings, so it weighs at
     # least what the 4-bit-embedding repack above does.
     Model("google/gemma-4-26B-A4B-it-qat-w4a16-ct", GEMMA4_26B_A4B,
-          "seed 002: at least the 14.2 GiB of its 4-bit-embedding repack", weights_gib_loaded=14.2,
+          "[sagemaker-t4-article]: at least the 14.2 GiB of its 4-bit-embedding repack", weights_gib_loaded=14.2,
           quantization=COMPRESSED_TENSORS_W4A16),
 )
 # Keyed by the id in lower case: the Hub matches repo ids case-insensitively, and so do we.

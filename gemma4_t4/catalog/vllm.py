@@ -28,12 +28,12 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 # max_in_flight_tokens; SlidingWindowSpec.max_admission_blocks_per_request).
 BATCHES_IN_FLIGHT = 2
 
-# What loading adds to the checkpoint's tensors (buffers, kernel workspaces): seed 000 measured
+# What loading adds to the checkpoint's tensors (buffers, kernel workspaces): [gce-t4-article] measured
 # 8.02 GiB loaded for the 7.745 GiB QAT checkpoint (+0.275) and 9.8 for the 9.543 GiB bf16 one
 # (+0.257).
 LOAD_OVERHEAD_GIB = 0.27
 # The rest of what vLLM's profiling run claims beside weights and KV cache (activations at
-# max_num_batched_tokens, CUDA graphs, non-torch memory). Seed 000, E2B QAT at 0.9 on a T4:
+# max_num_batched_tokens, CUDA graphs, non-torch memory). [gce-t4-article], E2B QAT at 0.9 on a T4:
 # 0.9 x 14.5625 GiB - 8.02 GiB weights - 4.66 GiB "Available KV cache memory" = 0.43 GiB.
 # Fitted on that one log: a model much wider than E2B needs more, so the plan is optimistic there.
 RUNTIME_OVERHEAD_GIB = 0.43
@@ -51,18 +51,18 @@ TP_COMMUNICATION_OVERHEAD_GIB = 0.25
 MAX_NUM_SEQS = DEFAULT_MAX_NUM_BATCHED_TOKENS
 
 # The shortest chat request measured: one user line ("Name the four inner planets, comma separated.")
-# through Gemma 4's chat template is 18 prompt tokens (seed 000, vLLM 0.29.0, usage.prompt_tokens of
+# through Gemma 4's chat template is 18 prompt tokens ([gce-t4-article], vLLM 0.29.0, usage.prompt_tokens of
 # google/gemma-4-E2B-it-qat-w4a16-ct). A max_model_len at or under it is accepted at start-up, then every
 # chat request is refused: the rendered prompt alone fills the context. Keyed by config.json's model_type prefix.
 SHORTEST_CHAT_PROMPT_TOKENS = {"gemma4": 18}
 
-# The seeds' measured start-ups on one T4, the plan's calibration and check.
-SEED_000_E2B_QAT = {  # seed 000 engine log, vLLM 0.29.0, google/gemma-4-E2B-it-qat-w4a16-ct
+# Measured start-ups on one T4 ([gce-t4-article], [gemma4-dev-repo]), the plan's calibration and check.
+MEASURED_T4_E2B_QAT = {  # [gce-t4-article] engine log, vLLM 0.29.0, google/gemma-4-E2B-it-qat-w4a16-ct
     "dtype": "float16", "max_model_len": 16384, "gpu_memory_utilization": 0.9, "max_num_seqs": 8,
     "language_model_only": False, "weights_gib": 8.02, "kv_cache_gib": 4.66, "kv_cache_tokens": 519681,
     "max_concurrency": 31.72,
 }
-SEED_000_E2B_BF16 = {  # gemma4-dev rig notes: the bf16 build, same settings
+MEASURED_T4_E2B_BF16 = {  # [gemma4-dev-repo]'s rig notes: the bf16 build, same settings
     "weights_gib": 9.8, "kv_cache_tokens": 315974,
 }
 
