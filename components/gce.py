@@ -51,9 +51,9 @@ OPERATOR_LOGIN_ROLE = "roles/compute.osLogin"
 DATA_DISK_DEVICE_NAME = "gemma4-data"
 SUBNET_CIDR = "10.80.0.0/24"
 # Data disk beyond the checkpoint and swap: the vLLM venv, pip's cache, the compile cache.
-# Seed 000: 62 GB used on /opt1 with two checkpoints (18.5 GB) and the 16 GB swapfile.
+# [gce-t4-article]: 62 GB used on /opt1 with two checkpoints (18.5 GB) and the 16 GB swapfile.
 DATA_DISK_FIXED_GB = 30
-# Host RAM vLLM needs beyond the weights to stage them without swap (seed 000: the engine
+# Host RAM vLLM needs beyond the weights to stage them without swap ([gce-t4-article]: the engine
 # was OOM-killed at a 7.25 of 7.8 GB host peak staging 8.02 GiB of weights).
 STAGING_RAM_OVERHEAD_GIB = 4.0
 UNKNOWN_MODEL_STAGING_RAM_GIB = 16.0

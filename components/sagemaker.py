@@ -3,7 +3,7 @@ over the four T4s of an ml.g4dn.12xlarge with tensorParallelSize; optionally aut
 
 The host image is pinned: the CUDA 13 vLLM container needs driver 580, which only
 al2023-ami-sagemaker-inference-gpu-4-1 has. Without the pin the endpoint sat in Creating for six
-minutes and failed with CannotStartContainerError and no log group at all (seed 002).
+minutes and failed with CannotStartContainerError and no log group at all ([sagemaker-t4-article]).
 
 Every change that needs a new fleet makes a new endpoint (blue/green by name), never an in-place
 UpdateEndpoint: the endpoint's name is made from its configuration's, and the configuration is replaced
@@ -77,7 +77,7 @@ CLOCK = "date -u +%Y-%m-%dT%H:%M:%SZ"
 TTL_RETRY = {"maximum_retry_attempts": 185, "maximum_event_age_in_seconds": 86400}
 DLQ_RETENTION_S = 14 * 24 * 3600
 # The backstop schedule fires at least this long after the first: an update holds the endpoint in Updating about
-# as long as a create takes (seed 002: 13.3 minutes to InService), well within the hour. It is made before
+# as long as a create takes ([sagemaker-t4-article]: 13.3 minutes to InService), well within the hour. It is made before
 # CreateEndpoint is called, from the time of that call plus the longest the provider waits for InService, so it
 # is never earlier than the first schedule plus this.
 TTL_BACKSTOP = timedelta(hours=1)
@@ -160,7 +160,7 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
 
 def fallback_instance_types(instance_type: str) -> list[str]:
     """The other T4 instance types with as many T4s, smallest first: what to try when the region has no capacity
-    for INSTANCE_TYPE (seed 002 deployed with ml.g4dn.xlarge, then ml.g4dn.2xlarge)."""
+    for INSTANCE_TYPE ([sagemaker-t4-article] deployed with ml.g4dn.xlarge, then ml.g4dn.2xlarge)."""
     found = catalog.SAGEMAKER_INSTANCE_TYPES.get(instance_type)
     if found is None or instance_type not in catalog.SAGEMAKER_T4_INSTANCE_TYPES:
         return []

@@ -73,7 +73,7 @@ class ServingConfig:
             "SM_VLLM_MAX_MODEL_LEN": str(self.max_model_len),
             "SM_VLLM_GPU_MEMORY_UTILIZATION": str(self.gpu_memory_utilization),
             "SM_VLLM_MAX_NUM_SEQS": str(self.max_num_seqs),
-            # The seed's sm.py passes tensor parallelism to the container under this name.
+            # [sagemaker-t4-article]'s sm.py passes tensor parallelism to the container under this name.
             "SM_VLLM_TENSOR_PARALLEL_SIZE": str(self.tensor_parallel_size),
         }
         if self.language_model_only:

@@ -25,7 +25,7 @@ from pydantic.alias_generators import to_camel
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, FixPart, Set, Unset
 
-MIN_BOOT_DISK_GB = 32  # the driver, kernel headers and apt cache (seed 000's boot disk)
+MIN_BOOT_DISK_GB = 32  # the driver, kernel headers and apt cache ([gce-t4-article]'s boot disk)
 MIN_IDLE_STOP_MINUTES = 5
 # endpointTtl is counted from when the endpoint is in service, so it can never be already past when
 # the schedule is made; this minimum leaves time to use the endpoint once it is up.
@@ -33,7 +33,7 @@ MIN_TTL = timedelta(minutes=15)
 # Past a year a TTL guards no cost (and the date it gives must stay a date).
 MAX_TTL = timedelta(days=365)
 # vLLM refuses to start when the GPU's free memory is below total x utilization, and the CUDA
-# context always holds some: 1.0 never starts. Seed 002 started (and loaded weights) at 0.97.
+# context always holds some: 1.0 never starts. [sagemaker-t4-article] started (and loaded weights) at 0.97.
 MAX_GPU_MEMORY_UTILIZATION = 0.97
 TTL_OFF = ("off", "", "0")
 TTL_PATTERN = re.compile(r"(?:(?P<d>\d+)d)?(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?")
@@ -744,7 +744,7 @@ class SageMakerT4EndpointSettings(ServingSettings):
     def _base_image_cuda(self) -> tuple[int, int]:
         """The CUDA the base image needs: from its tag (-cuXYZ-), else as the user states it (baseImageCuda).
         Unknown is refused: the host image's driver could not be checked, and a mismatch fails the endpoint
-        after the build, with CannotStartContainerError and no logs (seed 002)."""
+        after the build, with CannotStartContainerError and no logs ([sagemaker-t4-article])."""
         from_tag = catalog.cuda_required_by_image(self.base_image)
         stated = None
         if self.base_image_cuda:

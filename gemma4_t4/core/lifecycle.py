@@ -28,7 +28,7 @@ SAGEMAKER_NOT_STOPPABLE = ("a SageMaker endpoint cannot be stopped, only deleted
                            "if keepImages is set), or let the stack's endpointTtl delete it; `pulumi up` makes it "
                            "again")
 GUEST_COMES_BACK = ("the guest comes back by itself: gemma4-t4-provision re-checks each step at boot (disk, swap, "
-                    "driver, vLLM, clamp) and gemma4-vllm starts; the seed measured 362 s to healthy on a warm cache")
+                    "driver, vLLM, clamp) and gemma4-vllm starts; one run measured 362 s to healthy on a warm cache")
 
 
 class NotStoppable(TargetError):

@@ -177,7 +177,7 @@ def wait_failure(result: WaitResult, timeout_s: float) -> str:
     if result.reason == "vm stopped":
         lines.append("start it (`gemma4-t4 start -s STACK`), then wait again")
     elif result.reason == "died" and not any("Traceback" in line for line in result.recent_log):
-        # The one case the seed names: a process gone with no traceback in its own log.
+        # The one case [gce-t4-article] names: a process gone with no traceback in its own log.
         lines.append("no traceback: the kernel log says whether it was killed (`sudo dmesg -T | grep -i oom`)")
     elif result.reason in ("timeout", "guest failed") and result.vm_status not in (None, "ABSENT"):
         lines.append("more: `gemma4-t4 logs -s STACK`, or the boot's console without SSH: "
