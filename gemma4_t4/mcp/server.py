@@ -31,8 +31,9 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from .. import __version__, catalog, clouds
+from ..clouds.gce import lifecycle
 from ..core import bench as core_bench
-from ..core import charts, failures, fit, lifecycle, offers, ops, preflight
+from ..core import charts, failures, fit, offers, ops, preflight
 from ..core import cost as cost_core
 from ..core.ops import SCHEMA_VERSION
 from ..core.targets import Target, TargetError
