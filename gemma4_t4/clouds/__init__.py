@@ -13,6 +13,7 @@ from typing import Any
 from ..core import plan as offline
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate, CostItem
+from ..core.offers import Offer, cheapest_first
 from ..core.ops import stack_outputs
 from ..core.preflight import Check, Needs
 from ..core.targets import HttpTarget, Target, TargetError
@@ -44,6 +45,11 @@ def lacks(cloud: str, feature: Feature) -> bool:
     """Whether the cloud named CLOUD (a target's `cloud`) declares it cannot do FEATURE; a bare URL's ("")
     declares nothing."""
     return cloud in CLOUDS and not CLOUDS[cloud].supports(feature)
+
+
+def t4_offers(cloud: str | None = None) -> list[Offer]:
+    """Every offer of CLOUD (every cloud's when None), cheapest first; those without a price last."""
+    return cheapest_first(offer for each in CLOUDS.values() if cloud in (None, each.name) for offer in each.offers())
 
 
 def standins() -> dict[str, offline.StateStandIn]:
@@ -213,6 +219,7 @@ __all__ = [
     "stack_config",
     "stack_target",
     "standins",
+    "t4_offers",
     "target_from_outputs",
     "vm_from_stack",
 ]

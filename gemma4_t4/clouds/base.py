@@ -19,6 +19,7 @@ from ..components.config import ServingSettings
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate
 from ..core.lifecycle import NotStoppable
+from ..core.offers import Offer
 from ..core.plan import Invoke, Plan, StateStandIn
 from ..core.preflight import Check, Needs
 from ..core.targets import Target, TargetError
@@ -145,6 +146,10 @@ class Cloud(ABC):
     @abstractmethod
     def regions(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> RegionsReport:
         """The same for every region, and the lines that move the stack to the first that works."""
+
+    def offers(self) -> list[Offer]:
+        """Where the cloud sells the server's accelerator, at catalog list prices (`gemma4-t4 zones`)."""
+        return []
 
     @abstractmethod
     def cost(self, plan: Plan, estimate: CostEstimate) -> None:

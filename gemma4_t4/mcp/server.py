@@ -293,7 +293,7 @@ class Server:
             """Where a Tesla T4 can be had and its hourly list price, cheapest first, from the catalog (no cloud
             asked): each GCE zone selling T4s (n1-standard-2 + one T4, on demand and Spot; disks on top) and each
             SageMaker region with a recorded ml.g4dn.xlarge price. A null price is unknown, not free."""
-            return versioned(ZonesResult, offers.Offers(offers.t4_offers(cloud)))
+            return versioned(ZonesResult, offers.Offers(clouds.t4_offers(cloud)))
 
         @tool("preflight")
         async def preflight_(stack: Stack, config: Overrides | None = None,

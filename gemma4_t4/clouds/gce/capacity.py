@@ -11,6 +11,7 @@ from typing import Any
 from ... import catalog
 from ...core.capacity import RegionRow, RegionsReport, ordered
 from ...core.failures import cloud_message
+from ...core.offers import Offer, price_sum
 from ...core.preflight import Needs, PreflightError
 from ...errors import PROJECT
 
@@ -104,3 +105,19 @@ def fetch_gce_regions(project: str, accelerator: str, **client_kwargs: Any) -> t
     except gexc.GoogleAPICallError as err:
         raise PreflightError(cloud_message(err) or f"Compute Engine API: {err.message}") from None
     return regions, type(project_msg).to_dict(project_msg), zone_offers(aggregated, accelerator)
+
+
+T4_SHAPE = f"{catalog.n1_standard_for(1)}+T4"
+
+
+def t4_offers() -> list[Offer]:
+    """Every GCE zone the catalog knows sells a T4: an n1-standard-1 with one T4, on demand and Spot."""
+    return [zone_offer(zone) for zone in catalog.GCE_T4_ZONES]
+
+
+def zone_offer(zone: str) -> Offer:
+    prices = catalog.GCE_PRICES.get(catalog.region_of(zone), {})
+    machine, gpu = f"machine:{catalog.n1_standard_for(1)}", "gpu:nvidia-tesla-t4"
+    return Offer("gce", zone, T4_SHAPE, price_sum(prices.get(machine), prices.get(gpu)),
+                 price_sum(prices.get(catalog.spot_item(machine)), prices.get(catalog.spot_item(gpu))),
+                 catalog.GCE_PRICE_LIST if machine in prices else "-")

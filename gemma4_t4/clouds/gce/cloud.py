@@ -11,6 +11,7 @@ from ...components.config import GceT4ServerSettings, gce_name
 from ...core.capacity import RegionsReport
 from ...core.cost import CostEstimate, CostItem
 from ...core.lifecycle import total_usd_per_month
+from ...core.offers import Offer
 from ...core.plan import Invoke, Plan, StateStandIn, is_spot
 from ...core.preflight import Check, Needs
 from ...core.targets import Target
@@ -111,6 +112,9 @@ class Gce(Cloud):
         regions, project_doc, offers = capacity.fetch_gce_regions(preflight.gcp_project(config, place.project),
                                                                    needs.accelerator)
         return capacity.gce_regions(needs, regions, project_doc, offers)
+
+    def offers(self) -> list[Offer]:
+        return capacity.t4_offers()
 
     def cost(self, plan: Plan, estimate: CostEstimate) -> None:
         for vm in plan.find(INSTANCE):

@@ -7,7 +7,9 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from ... import catalog
 from ...core.capacity import RegionRow, RegionsReport, ordered
+from ...core.offers import Offer
 from ...core.preflight import Needs, PreflightError
 from .preflight import EndpointQuota, endpoint_quota_name
 
@@ -91,3 +93,17 @@ def fetch_sagemaker_regions(instance_type: str, stack: str, regions: list[str],
 
     with ThreadPoolExecutor(max_workers=SAGEMAKER_REGIONS_AT_ONCE) as pool:
         return list(pool.map(one, regions))
+
+
+T4_INSTANCE = catalog.sagemaker_t4_instance_for(1)
+
+
+def t4_offers() -> list[Offer]:
+    """Every SageMaker region the catalog has a price for: ml.g4dn.xlarge, on demand (no Spot capacity)."""
+    return [region_offer(region) for region in catalog.SAGEMAKER_REGIONAL_PRICES]
+
+
+def region_offer(region: str) -> Offer:
+    price = catalog.SAGEMAKER_REGIONAL_PRICES[region].get(T4_INSTANCE)
+    return Offer("sagemaker", region, T4_INSTANCE, None if price is None else price.usd_per_hour, None,
+                 "-" if price is None else price.source)

@@ -15,6 +15,7 @@ from ...components.config import SageMakerT4EndpointSettings, check_sagemaker_re
 from ...core import ops
 from ...core.capacity import RegionsReport
 from ...core.cost import CostEstimate, CostItem
+from ...core.offers import Offer
 from ...core.plan import Invoke, Plan, StateStandIn
 from ...core.preflight import Check, Needs
 from ...core.targets import Target, TargetError
@@ -216,6 +217,9 @@ class SageMaker(Cloud):
                                                    capacity.sagemaker_region_names(list(place.regions)),
                                                    preflight.aws_profile(config))
         return capacity.sagemaker_regions(needs, fetched)
+
+    def offers(self) -> list[Offer]:
+        return capacity.t4_offers()
 
     def cost(self, plan: Plan, estimate: CostEstimate) -> None:
         estimate.extras += image_costs(plan)
