@@ -17,6 +17,7 @@ from third_cloud.cloud import LOOPBACK
 
 from gemma4_t4 import clouds
 from gemma4_t4.cli import main
+from gemma4_t4.core import failures
 
 REPO = Path(__file__).resolve().parent.parent
 FOLDER = Path(__file__).resolve().parent / "third_cloud"
@@ -65,6 +66,7 @@ def registered():
     clouds.register(LOOPBACK)
     yield LOOPBACK
     del clouds.CLOUDS[LOOPBACK.name]
+    failures.CLIENT_EXPLAINERS.remove(LOOPBACK.explain)
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core import failures
 from ..core import plan as offline
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate, CostItem
@@ -30,6 +31,7 @@ def register(cloud: Cloud) -> Cloud:
     if cloud.name in CLOUDS:
         raise ValueError(f"a cloud named {cloud.name!r} is registered already")
     CLOUDS[cloud.name] = cloud
+    failures.CLIENT_EXPLAINERS.append(cloud.explain)
     return cloud
 
 

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from ..components.config import ServingSettings
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate
+from ..core.failures import Failure
 from ..core.lifecycle import NotStoppable
 from ..core.offers import Offer
 from ..core.plan import Invoke, Plan, StateStandIn
@@ -127,6 +128,10 @@ class Cloud(ABC):
     def endpoint_target(self, endpoint: str, region: str, endpoint_url: str | None = None) -> Target:
         """The server --endpoint ENDPOINT --region REGION names (Feature.NAMED_ENDPOINT)."""
         raise TargetError(f"{self.name}: {self.unsupported.get(Feature.NAMED_ENDPOINT, 'no named endpoints')}")
+
+    def explain(self, err: BaseException) -> Failure | None:
+        """ERR, when the cloud's client library raised it, in one line with the fix; None: not its client's."""
+        return None
 
     def watch(self, target: Target, compute_endpoint: str | None = None) -> None:
         """Give TARGET what watches its server's boot through the cloud's API (Feature.BOOT_WATCH; COMPUTE_ENDPOINT:

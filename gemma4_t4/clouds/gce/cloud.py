@@ -10,6 +10,7 @@ from ...components import provider_answers as answers
 from ...components.config import GceT4ServerSettings, gce_name
 from ...core.capacity import RegionsReport
 from ...core.cost import CostEstimate, CostItem
+from ...core.failures import Failure
 from ...core.lifecycle import total_usd_per_month
 from ...core.offers import Offer
 from ...core.plan import Invoke, Plan, StateStandIn, is_spot
@@ -17,7 +18,7 @@ from ...core.preflight import Check, Needs
 from ...core.targets import Target
 from ...errors import PROJECT, ConfigError, Set, Unset
 from ..base import Cloud, Feature, Place, refuse_unknown_provider_keys
-from . import capacity, lifecycle, preflight
+from . import capacity, failures, lifecycle, preflight
 from .target import GceTarget
 
 if TYPE_CHECKING:
@@ -95,6 +96,9 @@ class Gce(Cloud):
         assert isinstance(target, GceTarget), "a GCE stack's target is a GceTarget"
         vm = lifecycle.Vm(target.project, target.zone, target.instance)
         target.watch = lifecycle.VmWatch(vm, lambda: lifecycle.Compute(compute_endpoint))
+
+    def explain(self, err: BaseException) -> Failure | None:
+        return failures.explain(err)
 
     def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs:
         vm = plan.one(INSTANCE).inputs

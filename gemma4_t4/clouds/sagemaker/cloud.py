@@ -15,13 +15,14 @@ from ...components.config import SageMakerT4EndpointSettings, check_sagemaker_re
 from ...core import ops
 from ...core.capacity import RegionsReport
 from ...core.cost import CostEstimate, CostItem
+from ...core.failures import Failure
 from ...core.offers import Offer
 from ...core.plan import Invoke, Plan, StateStandIn
 from ...core.preflight import Check, Needs
 from ...core.targets import Target, TargetError
 from ...errors import ConfigError, Set
 from ..base import Cloud, Feature, Place, Secret, refuse_unknown_provider_keys
-from . import capacity, preflight
+from . import capacity, failures, preflight
 from .lifecycle import NO_BOOT_WATCH, NOT_STOPPABLE
 from .target import SAGEMAKER_INVOKE_LIMIT_S, SageMakerTarget
 
@@ -178,6 +179,9 @@ class SageMaker(Cloud):
 
     def endpoint_target(self, endpoint: str, region: str, endpoint_url: str | None = None) -> Target:
         return SageMakerTarget(endpoint, region, endpoint_url=endpoint_url)
+
+    def explain(self, err: BaseException) -> Failure | None:
+        return failures.explain(err)
 
     def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs:
         variant = plan.one(ENDPOINT_CONFIG).inputs["productionVariants"][0]
