@@ -12,7 +12,8 @@ from conftest import free_port
 
 from gemma4_t4 import cli, clouds
 from gemma4_t4.cli import output
-from gemma4_t4.core import failures, fit, lifecycle
+from gemma4_t4.clouds.gce import lifecycle
+from gemma4_t4.core import failures, fit
 
 pytestmark = pytest.mark.cli
 

@@ -12,6 +12,7 @@ import yaml
 from conftest import REPO, send_json
 
 from gemma4_t4 import catalog, clouds
+from gemma4_t4.clouds.gce.standins import MOCK_GCP_PROJECT
 from gemma4_t4.components import GceT4Server, InvalidArgs
 from gemma4_t4.components.guest import render_serving_env
 from gemma4_t4.core import plan as offline
@@ -77,7 +78,7 @@ def test_on_its_own_network_only_iap_ssh_gets_in_and_nothing_opens_the_vllm_port
     plan = run_stack("gce-t4")
     network = plan.one("gcp:compute/network:Network")
     assert network.inputs["autoCreateSubnetworks"] is False, "a default-style network would bring its own open rules"
-    assert_only_iap_gets_in(plan, f"projects/{offline.MOCK_GCP_PROJECT}/global/networks/{network.state['name']}")
+    assert_only_iap_gets_in(plan, f"projects/{MOCK_GCP_PROJECT}/global/networks/{network.state['name']}")
 
 
 def test_on_a_callers_network_the_deny_all_outranks_whatever_that_network_allows():

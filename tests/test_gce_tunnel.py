@@ -93,7 +93,7 @@ def test_the_stacks_own_tunnel_reaches_its_vm_and_not_the_unrelated_server(unrel
 
 
 def test_the_tunnel_takes_a_port_nothing_listens_on(unrelated, fake_gcloud, monkeypatch):
-    from gemma4_t4.core.targets import GceTarget
+    from gemma4_t4.clouds.gce.target import GceTarget
 
     vm = serving("the-stacks-model")
     env = fake_gcloud(dict(os.environ), vm_port=vm.server_address[1])
@@ -283,7 +283,8 @@ def test_a_failed_first_boot_ends_the_wait_with_the_guests_words(vm, fake_pulumi
 
 
 def test_iap_not_authorized_ends_with_the_role_to_grant(vm, fake_gcloud, monkeypatch):
-    from gemma4_t4.core import ops, targets
+    from gemma4_t4.clouds.gce import target as targets
+    from gemma4_t4.core import ops
 
     env = vm.env(lambda outputs: {}, fake_gcloud)
     for key in ("PATH", "GCLOUD_STANDIN_VM_PORT", "GCLOUD_STANDIN_VM_STATE", "GCLOUD_STANDIN_LOG"):
@@ -339,7 +340,7 @@ def test_ctrl_c_during_wait_ends_gcloud_and_its_ssh(vm, fake_pulumi, fake_gcloud
 
 
 def test_the_guests_history_becomes_phases_with_their_times():
-    from gemma4_t4.core.gce_watch import Phase, parse_phases
+    from gemma4_t4.clouds.gce.lifecycle import Phase, parse_phases
 
     phase, detail, phases = parse_phases(
         {"phase": "driver", "detail": "DKMS", "history": "provision@1000 bogus driver@1012 reboot@x"}, now=1100)

@@ -13,7 +13,7 @@ from compute_standin import ComputeStandIn
 from conftest import REPO, run
 
 from gemma4_t4 import catalog
-from gemma4_t4.core import lifecycle
+from gemma4_t4.clouds.gce import lifecycle
 from gemma4_t4.core.targets import TargetError
 
 pytestmark = [pytest.mark.core, pytest.mark.standin]

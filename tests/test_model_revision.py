@@ -12,9 +12,10 @@ import yaml
 
 from gemma4_t4 import catalog
 from gemma4_t4.catalog import models
+from gemma4_t4.cli import plan as plan_cli
 from gemma4_t4.components import guest as render
 from gemma4_t4.components.model_facts import Unsized, read_hub
-from gemma4_t4.core.plan import format_plan, revision_line
+from gemma4_t4.core.plan import revision_line
 
 pytestmark = pytest.mark.components
 
@@ -73,7 +74,7 @@ def test_a_revision_for_a_checkpoint_on_the_server_is_refused(refused_stack):
     assert error.setting == "modelRevision" and "directory on the server" in error.problem
 
 
-def test_unpinned_is_warned_once_and_shown_in_the_plan(run_stack, caplog):
+def test_unpinned_is_warned_once_and_shown_in_the_plan(run_stack, caplog, capsys):
     caplog.set_level(logging.WARNING)
     plan = run_stack("gce-t4")
     assert _revision_warnings(caplog) == [
@@ -82,7 +83,8 @@ def test_unpinned_is_warned_once_and_shown_in_the_plan(run_stack, caplog):
     assert plan.outputs["model_revision"] == ""
     assert revision_line(plan) == ("model revision: not pinned: the Hub's main may change under the stack; set "
                                    "modelRevision to a commit")
-    assert revision_line(plan) in format_plan(plan).splitlines()
+    plan_cli.show(plan)
+    assert revision_line(plan) in capsys.readouterr().out.splitlines()
 
 
 def test_a_commit_is_not_warned_and_is_shown_in_the_plan(run_stack, caplog):

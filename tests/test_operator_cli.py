@@ -15,7 +15,8 @@ from conftest import REPO, SERVED, free_port, run
 from sagemaker_standin import StandIn
 
 from gemma4_t4 import clouds
-from gemma4_t4.core.targets import HttpTarget, SageMakerTarget, TargetError
+from gemma4_t4.clouds.sagemaker.target import SageMakerTarget
+from gemma4_t4.core.targets import HttpTarget, TargetError
 
 pytestmark = pytest.mark.core
 

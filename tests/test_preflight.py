@@ -6,7 +6,10 @@ import pytest
 from conftest import REPO
 
 from gemma4_t4 import clouds
-from gemma4_t4.core import capacity, preflight
+from gemma4_t4.clouds.gce import capacity as gce_capacity
+from gemma4_t4.clouds.gce import preflight as gce_preflight
+from gemma4_t4.clouds.sagemaker import capacity, preflight
+from gemma4_t4.core.preflight import Needs
 
 pytestmark = pytest.mark.core
 
@@ -24,7 +27,7 @@ def _by_name(checks):
 
 
 def test_new_project_has_zero_quota_in_both_places():
-    checks = _by_name(preflight.gce_checks("us-west2", "us-west2-b", "nvidia-tesla-t4", 1, REGION_QUOTA_0,
+    checks = _by_name(gce_preflight.gce_checks("us-west2", "us-west2-b", "nvidia-tesla-t4", 1, REGION_QUOTA_0,
                                            PROJECT_0, ZONES))
     region, world = checks["NVIDIA_T4_GPUS"], checks["GPUS_ALL_REGIONS"]
     assert not region.ok and "new projects start at 0" in region.detail
@@ -33,21 +36,21 @@ def test_new_project_has_zero_quota_in_both_places():
 
 
 def test_quota_used_up_by_another_vm_fails():
-    check = _by_name(preflight.gce_checks("us-west2", "us-west2-b", "nvidia-tesla-t4", 1, REGION_QUOTA_USED,
+    check = _by_name(gce_preflight.gce_checks("us-west2", "us-west2-b", "nvidia-tesla-t4", 1, REGION_QUOTA_USED,
                                           PROJECT_OK, ZONES))["NVIDIA_T4_GPUS"]
     assert not check.ok and "in use 1, free 0" in check.detail and "at least 2" in check.fix
 
 
 def test_zone_without_a_t4_names_the_zones_that_have_one():
-    check = _by_name(preflight.gce_checks("us-west2", "us-west2-a", "nvidia-tesla-t4", 1, REGION_OK, PROJECT_OK,
+    check = _by_name(gce_preflight.gce_checks("us-west2", "us-west2-a", "nvidia-tesla-t4", 1, REGION_OK, PROJECT_OK,
                                           ZONES))["nvidia-tesla-t4 in us-west2-a"]
     assert not check.ok and check.fix.startswith("pulumi config set gemma4-t4:zone us-west2-b")
-    none = preflight.gce_checks("europe-west9", "europe-west9-a", "nvidia-tesla-t4", 1, REGION_OK, PROJECT_OK, [])
+    none = gce_preflight.gce_checks("europe-west9", "europe-west9-a", "nvidia-tesla-t4", 1, REGION_OK, PROJECT_OK, [])
     assert "no zone of europe-west9 offers" in none[-1].detail
 
 
 def test_all_good_passes():
-    checks = preflight.gce_checks("us-west2", "us-west2-b", "nvidia-tesla-t4", 1, REGION_OK, PROJECT_OK, ZONES)
+    checks = gce_preflight.gce_checks("us-west2", "us-west2-b", "nvidia-tesla-t4", 1, REGION_OK, PROJECT_OK, ZONES)
     assert all(c.ok for c in checks) and [c.name for c in checks][:2] == ["NVIDIA_T4_GPUS", "GPUS_ALL_REGIONS"]
 
 
@@ -134,15 +137,15 @@ def recorded_gce():
     from gce_standin import ComputeStandIn
 
     with ComputeStandIn() as standin:
-        fetched = capacity.fetch_gce_regions("gemma-proj", "nvidia-tesla-t4", **standin.client_kwargs())
+        fetched = gce_capacity.fetch_gce_regions("gemma-proj", "nvidia-tesla-t4", **standin.client_kwargs())
         requests = list(standin.requests)
     return fetched, requests
 
 
 def _gce_report(recorded_gce, zone="us-west2-b", gpus=1):
     regions, project_doc, offers = recorded_gce[0]
-    needs = preflight.Needs("gce", zone.rsplit("-", 1)[0], zone, "nvidia-tesla-t4", gpus)
-    return capacity.gce_regions(needs, regions, project_doc, offers)
+    needs = Needs("gce", zone.rsplit("-", 1)[0], zone, "nvidia-tesla-t4", gpus)
+    return gce_capacity.gce_regions(needs, regions, project_doc, offers)
 
 
 def test_three_calls_cover_every_region_and_the_accelerator_filter_is_the_apis(recorded_gce):
@@ -186,7 +189,7 @@ def test_a_vm_of_four_t4s_fits_nowhere_when_the_project_allows_three(recorded_gc
 
 
 def test_sagemaker_regions_start_with_the_stacks_own_and_name_the_first_that_fits():
-    needs = preflight.Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=2)
+    needs = Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=2)
     quota = preflight.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 2.0, applied=True)
     default = preflight.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 0.0, applied=False)
     report = capacity.sagemaker_regions(needs, [
@@ -207,7 +210,7 @@ def test_sagemaker_regions_start_with_the_stacks_own_and_name_the_first_that_fit
 
 
 def test_the_stacks_own_endpoint_makes_room_in_its_region():
-    needs = preflight.Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=1)
+    needs = Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=1)
     quota = preflight.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 1.0, applied=True)
     report = capacity.sagemaker_regions(needs, [capacity.RegionQuota("us-east-2", quota, 1, 1)])
     assert report.first.region == "us-east-2" and report.config_lines == []
@@ -218,9 +221,9 @@ def test_the_cli_prints_every_region_and_the_lines_that_move_the_stack(monkeypat
 
     from gemma4_t4.cli import main
 
-    fetch = capacity.fetch_gce_regions
+    fetch = gce_capacity.fetch_gce_regions
     with ComputeStandIn() as standin:
-        monkeypatch.setattr(capacity, "fetch_gce_regions",
+        monkeypatch.setattr(gce_capacity, "fetch_gce_regions",
                             lambda project, accelerator: fetch(project, accelerator, **standin.client_kwargs()))
         code = main(["preflight", "gce-t4", "--project-dir", str(REPO), "--project", "gemma-proj", "--all-regions"])
     out = capsys.readouterr().out

@@ -120,7 +120,7 @@ def test_every_ssh_reads_no_input(monkeypatch):
     gcloud compute ssh passes SSH_ARGS to ssh."""
     import shutil
 
-    from gemma4_t4.core.targets import GceTarget
+    from gemma4_t4.clouds.gce.target import GceTarget
 
     monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
     target = GceTarget("http://127.0.0.1:1", instance="vm", zone="us-west2-b", project="p")

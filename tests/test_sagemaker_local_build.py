@@ -68,7 +68,7 @@ def test_local_builds_without_codebuild_and_the_model_runs_its_digest(run_stack)
 
 @pytest.mark.components
 def test_the_cost_has_no_codebuild_minutes_and_says_where_the_build_runs(run_stack):
-    from gemma4_t4.clouds.sagemaker import LOCAL_BUILD_NOTE, SAGEMAKER
+    from gemma4_t4.clouds.sagemaker.cloud import LOCAL_BUILD_NOTE, SAGEMAKER
     from gemma4_t4.core.cost import CostEstimate
 
     local, codebuild = CostEstimate("sagemaker-t4", "sagemaker", 0.0, 0.0), CostEstimate("s", "sagemaker", 0.0, 0.0)

@@ -14,7 +14,8 @@ from aws_standin import add_codebuild_quota, add_sagemaker_quotas, set_endpoint_
 from conftest import REPO, run
 
 from gemma4_t4 import catalog, clouds
-from gemma4_t4.core import capacity, preflight
+from gemma4_t4.clouds.sagemaker import capacity
+from gemma4_t4.core.preflight import Check, Needs, PreflightError
 from gemma4_t4.errors import ConfigError
 
 pytestmark = [pytest.mark.core, pytest.mark.standin]
@@ -44,7 +45,7 @@ def endpoint(moto, name: str, instances: int, instance_type: str = "ml.g4dn.xlar
     sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name, Tags=tags)
 
 
-def checks(stack: str = "sagemaker-t4", *overrides: str) -> dict[str, preflight.Check]:
+def checks(stack: str = "sagemaker-t4", *overrides: str) -> dict[str, Check]:
     config, result = clouds.plan_stack(stack, overrides, REPO)
     return {c.name: c for c in clouds.preflight(stack, config, result)}
 
@@ -99,7 +100,7 @@ def test_all_regions_name_the_endpoints_they_could_not_count(aws, monkeypatch):
     add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 2.0})
     endpoint(aws, "orphaned", 1)
     aws.client("sagemaker", region_name="us-east-2").delete_endpoint_config(EndpointConfigName="orphaned")
-    needs = preflight.Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=1)
+    needs = Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=1)
     fetched = capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", "sagemaker-t4", ["us-east-2"])
     assert fetched[0].untyped == ("orphaned",) and fetched[0].in_use == 0
     row = capacity.sagemaker_regions(needs, fetched).rows[0]
@@ -167,7 +168,7 @@ def test_all_regions_are_asked_one_by_one_and_the_first_with_room_is_named(aws, 
     endpoint(aws, "a", 1)
     endpoint(aws, "b", 1)  # us-east-2, the stack's region: full
     endpoint(aws, "c", 1, region="us-west-1")  # room for one, the stack may need two
-    needs = preflight.Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=2)
+    needs = Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=2)
     fetched = capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", "sagemaker-t4", ["us-west-2", "us-west-1",
                                                                                   "us-east-2"])
     assert [(f.region, f.in_use) for f in fetched] == [("us-west-2", 0), ("us-west-1", 1), ("us-east-2", 2)]
@@ -202,7 +203,7 @@ def test_the_checks_ask_as_the_stacks_aws_profile(aws, monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 2.0})
     assert checks("sagemaker-t4", "aws:profile=ml-team")[G4DN].ok
-    with pytest.raises(preflight.PreflightError, match="no AWS credentials:"):
+    with pytest.raises(PreflightError, match="no AWS credentials:"):
         checks("sagemaker-t4")
-    with pytest.raises(preflight.PreflightError, match=r"'nobody' .* is not in ~/.aws/config"):
+    with pytest.raises(PreflightError, match=r"'nobody' .* is not in ~/.aws/config"):
         checks("sagemaker-t4", "aws:profile=nobody")

@@ -19,8 +19,9 @@ import pytest
 from conftest import REPO, run
 from sagemaker_standin import _header, event_message
 
+from gemma4_t4.clouds.sagemaker.target import SageMakerTarget
 from gemma4_t4.core import ops
-from gemma4_t4.core.targets import SageMakerTarget, TargetError
+from gemma4_t4.core.targets import TargetError
 
 pytestmark = [pytest.mark.core, pytest.mark.standin]
 

@@ -88,7 +88,7 @@ def test_execution_role_can_only_pull_this_repository_and_write_endpoint_logs(ru
 
 
 ROLE = "aws:iam/role:Role"
-ACCOUNT = "123456789012"  # the account in the plan's mock ARNs (core.plan.MOCK_ACCOUNT)
+ACCOUNT = "123456789012"  # the account in the plan's mock ARNs (clouds/sagemaker/standins.py MOCK_ACCOUNT)
 
 
 def _trusts(plan) -> dict[str, dict]:

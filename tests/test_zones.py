@@ -56,12 +56,12 @@ def test_cloud_filters_and_sagemaker_has_no_spot():
 
 
 def test_an_unknown_price_is_a_dash_in_text_and_null_in_json(monkeypatch):
-    from gemma4_t4.core import offers
+    from gemma4_t4 import clouds
 
     monkeypatch.setitem(catalog.SAGEMAKER_REGIONAL_PRICES, "eu-west-1", {})
-    unknown = next(o for o in offers.t4_offers("sagemaker") if o.location == "eu-west-1")
+    unknown = next(o for o in clouds.t4_offers("sagemaker") if o.location == "eu-west-1")
     assert unknown.usd_per_hour is None and unknown.source == "-"
-    assert offers.t4_offers("sagemaker")[-1] == unknown, "unknown sorts last"
+    assert clouds.t4_offers("sagemaker")[-1] == unknown, "unknown sorts last"
 
 
 def test_the_text_table_names_the_price_list_and_what_is_left_out():

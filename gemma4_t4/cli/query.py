@@ -8,8 +8,9 @@ import argparse
 import json
 from dataclasses import asdict
 
+from ..clouds import Feature, lacks
 from ..core import ops
-from ..core.targets import SageMakerTarget, TargetError
+from ..core.targets import TargetError
 from . import target_options
 from .output import EXIT_OK, console, err_console, non_negative_float, positive_int, print_json
 
@@ -32,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     with target_options.opened(args) as target:
         reply: ops.Reply | None = None
-        stream = isinstance(target, SageMakerTarget) if args.stream is None else args.stream
+        stream = lacks(target.cloud, Feature.BLOCKING_QUERY) if args.stream is None else args.stream
         if stream:
             printed = False
             try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..core import lifecycle
+from ..clouds.gce import lifecycle
 from .stop import act, add_vm_options
 
 

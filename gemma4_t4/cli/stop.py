@@ -14,7 +14,8 @@ from dataclasses import asdict
 from rich.table import Table
 
 from .. import clouds
-from ..core import lifecycle
+from ..clouds.gce import lifecycle
+from ..core.lifecycle import NotStoppable
 from .output import (
     EXIT_OK,
     EXIT_USAGE,
@@ -68,7 +69,7 @@ def act(args: argparse.Namespace, action: Callable[..., lifecycle.LifecycleResul
     try:
         vm = clouds.vm_from_stack(args.stack) if args.stack else lifecycle.Vm(args.project, args.zone,
                                                                                    args.instance)
-    except lifecycle.NotStoppable as err:
+    except NotStoppable as err:
         return fail(name, str(err), EXIT_USAGE)
     compute = lifecycle.Compute(args.compute_endpoint)
     with ticker(f"{name} {vm}") as tick:

@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..core import ops
-from ..core.gce_watch import VM_ABSENT
+from ..core.lifecycle import VM_ABSENT
 from . import target_options
 from .output import EXIT_FAILED, EXIT_OK, console, err_console, non_negative_float, positive_float, print_json
 

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from rich import box
 from rich.table import Table
 
-from .. import catalog
+from .. import catalog, clouds
 from ..core import offers
 from .output import EXIT_OK, console, print_json
 
@@ -20,7 +20,7 @@ from .output import EXIT_OK, console, print_json
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("zones", help="where T4s are on GCE and SageMaker, with the hourly list price (offline)",
                        description=__doc__)
-    p.add_argument("--cloud", choices=offers.CLOUDS, help="only this cloud (default: both)")
+    p.add_argument("--cloud", choices=list(clouds.CLOUDS), help="only this cloud (default: both)")
     p.add_argument("--json", action="store_true", help="print the offers as one JSON document")
     p.set_defaults(run=run)
 
@@ -30,7 +30,7 @@ def _usd(value: float | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    found = offers.t4_offers(args.cloud)
+    found = clouds.t4_offers(args.cloud)
     if args.json:
         print_json(asdict(offers.Offers(found)))
         return EXIT_OK

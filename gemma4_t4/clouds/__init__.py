@@ -1,7 +1,7 @@
-"""The cloud seam: every cloud this project deploys to is one registered object (clouds/gce.py,
-clouds/sagemaker.py). The stack program, the offline plan and the operator's front ends (CLI, MCP
-server) ask the registry; a third cloud is one more module registered here, its component, its
-settings, and its stack file.
+"""The cloud seam: every cloud this project deploys to is one registered object, each in its own folder
+(clouds/NAME/cloud.py, beside its target, preflight, capacity, lifecycle and stand-ins). The stack program,
+the offline plan and the operator's front ends (CLI, MCP server) ask the registry, and a cloud's
+capabilities (base.Feature), never its classes; a third cloud is one more folder and one line here.
 """
 
 from __future__ import annotations
@@ -10,21 +10,53 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core import lifecycle
+from ..core import failures
 from ..core import plan as offline
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate, CostItem
-from ..core.gce_watch import VmWatch
+from ..core.offers import Offer, cheapest_first
 from ..core.ops import stack_outputs
 from ..core.preflight import Check, Needs
-from ..core.targets import GceTarget, HttpTarget, SageMakerTarget, Target, TargetError
+from ..core.targets import HttpTarget, Target, TargetError
 from ..errors import PROJECT
-from .base import Cloud, Place, outputs_cloud
-from .gce import GCE
-from .sagemaker import SAGEMAKER
+from .base import Cloud, Feature, Place, outputs_cloud
 from .stack_config import all_keys, config_keys, stack_defaults
 
-CLOUDS: dict[str, Cloud] = {cloud.name: cloud for cloud in (GCE, SAGEMAKER)}
+CLOUDS: dict[str, Cloud] = {}
+
+
+def register(cloud: Cloud) -> Cloud:
+    """Add CLOUD to the registry (by its name, which the stack config's `cloud` key and the contract's `cloud`
+    output carry); a name already taken is refused."""
+    if cloud.name in CLOUDS:
+        raise ValueError(f"a cloud named {cloud.name!r} is registered already")
+    CLOUDS[cloud.name] = cloud
+    failures.CLIENT_EXPLAINERS.append(cloud.explain)
+    return cloud
+
+
+# The registry: one line per cloud.
+from .gce import GCE  # noqa: E402  (each cloud's folder imports this module's base, not the registry)
+from .sagemaker import SAGEMAKER  # noqa: E402
+
+register(GCE)
+register(SAGEMAKER)
+
+
+def lacks(cloud: str, feature: Feature) -> bool:
+    """Whether the cloud named CLOUD (a target's `cloud`) declares it cannot do FEATURE; a bare URL's ("")
+    declares nothing."""
+    return cloud in CLOUDS and not CLOUDS[cloud].supports(feature)
+
+
+def t4_offers(cloud: str | None = None) -> list[Offer]:
+    """Every offer of CLOUD (every cloud's when None), cheapest first; those without a price last."""
+    return cheapest_first(offer for each in CLOUDS.values() if cloud in (None, each.name) for offer in each.offers())
+
+
+def standins() -> dict[str, offline.StateStandIn]:
+    """Every cloud's answers to a create, by provider package (the offline plan's mock_state)."""
+    return {package: standin for cloud in CLOUDS.values() for package, standin in cloud.mock_states().items()}
 
 
 def cloud_of_stack(stack: str) -> Cloud | None:
@@ -62,7 +94,7 @@ def offline_plan(stack: str, config: dict[str, Any], world: Mapping[str, Any] | 
     invokes: dict[str, offline.Invoke] = {}
     for cloud in CLOUDS.values():
         invokes.update(cloud.mock_invokes((world or {}).get(cloud.name)))
-    return offline.run_program(stack, config, plan, invokes)
+    return offline.run_program(stack, config, plan, invokes, standins=standins())
 
 
 def plan_stack(stack: str, overrides: Sequence[str] = (), project_dir: Path | None = None,
@@ -86,12 +118,22 @@ def target_from_outputs(stack: str, outputs: Mapping[str, Any], endpoint_url: st
 
 def stack_target(stack: str, outputs: Mapping[str, Any], endpoint_url: str | None = None,
                  compute_endpoint: str | None = None) -> Target:
-    """The target of a deployed stack with these outputs; a GCE VM is watched through the Compute API."""
-    target = target_from_outputs(stack, outputs, endpoint_url)
-    if isinstance(target, GceTarget):
-        vm = lifecycle.Vm(target.project, target.zone, target.instance)
-        target.watch = VmWatch(vm, lambda: lifecycle.Compute(compute_endpoint))
+    """The target of a deployed stack with these outputs; where its cloud can (Feature.BOOT_WATCH), its
+    server's boot is watched through the cloud's API."""
+    cloud = outputs_cloud(stack, outputs, CLOUDS)
+    target = cloud.target(stack, outputs, endpoint_url=endpoint_url)
+    if cloud.supports(Feature.BOOT_WATCH):
+        cloud.watch(target, compute_endpoint)
     return target
+
+
+def endpoint_cloud() -> Cloud:
+    """The cloud whose servers --endpoint NAME --region REGION names (Feature.NAMED_ENDPOINT)."""
+    found = [cloud for cloud in CLOUDS.values() if cloud.supports(Feature.NAMED_ENDPOINT)]
+    if len(found) != 1:
+        raise TargetError(f"--endpoint names an endpoint of one cloud; these clouds have endpoints: "
+                          f"{', '.join(c.name for c in found) or 'none'}: use --stack or --url")
+    return found[0]
 
 
 def resolve_target(url: str | None = None, stack: str | None = None, endpoint: str | None = None,
@@ -110,16 +152,16 @@ def resolve_target(url: str | None = None, stack: str | None = None, endpoint: s
     if endpoint:
         if not region:
             raise TargetError("--endpoint needs --region")
-        return SageMakerTarget(endpoint, region, endpoint_url=endpoint_url)
+        return endpoint_cloud().endpoint_target(endpoint, region, endpoint_url=endpoint_url)
     if stack:
         return stack_target(stack, stack_outputs(stack, cwd=project_dir), endpoint_url, compute_endpoint)
     raise TargetError("say where: --url URL, --stack STACK, or --endpoint NAME --region REGION")
 
 
 def vm_from_stack(stack: str, project_dir: Path | None = None,
-                  outputs: Mapping[str, Any] | None = None) -> lifecycle.Vm:
+                  outputs: Mapping[str, Any] | None = None) -> Any:
     """The VM a deployed stack describes (OUTPUTS: already read); a cloud without one is refused
-    (lifecycle.NotStoppable)."""
+    (core.lifecycle.NotStoppable, with the cloud's reason)."""
     if outputs is None:
         outputs = stack_outputs(stack, cwd=project_dir, instead="--instance NAME --zone ZONE --project PROJECT")
     return outputs_cloud(stack, outputs, CLOUDS).vm(stack, outputs)
@@ -159,6 +201,27 @@ def estimate(stack: str, overrides: Sequence[str] = (), project_dir: Path | None
     return result
 
 
-__all__ = ["CLOUDS", "Cloud", "Place", "all_keys", "cloud_of_stack", "config_keys", "estimate", "needs",
-           "offline_plan", "plan_stack", "preflight", "regions", "resolve_target", "stack_config",
-           "stack_target", "target_from_outputs", "vm_from_stack"]
+__all__ = [
+    "CLOUDS",
+    "Cloud",
+    "Feature",
+    "Place",
+    "all_keys",
+    "cloud_of_stack",
+    "config_keys",
+    "estimate",
+    "lacks",
+    "needs",
+    "offline_plan",
+    "plan_stack",
+    "preflight",
+    "regions",
+    "register",
+    "resolve_target",
+    "stack_config",
+    "stack_target",
+    "standins",
+    "t4_offers",
+    "target_from_outputs",
+    "vm_from_stack",
+]

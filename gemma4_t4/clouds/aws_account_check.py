@@ -28,7 +28,8 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ..catalog import SAGEMAKER_FLEET_TAG, SAGEMAKER_STACK_TAG
 from ..components.scripts.codebuild_run import session_from_env
-from ..core.preflight import UPDATE_CHECK, Check, codebuild_check, fetch_codebuild, sagemaker_checks, sagemaker_usage
+from ..core.preflight import Check
+from .sagemaker.preflight import UPDATE_CHECK, codebuild_check, fetch_codebuild, sagemaker_checks, sagemaker_usage
 
 REQUEST_ENV = "GEMMA4_T4_ACCOUNT_CHECK"  # JSON: CheckRequest's fields
 MODULE = "gemma4_t4.clouds.aws_account_check"

@@ -9,16 +9,19 @@ by import path, so the operator commands never import the cloud providers' SDKs.
 from __future__ import annotations
 
 import difflib
+import enum
 from abc import ABC, abstractmethod
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ..components.config import ServingSettings
-from ..core import lifecycle
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate
-from ..core.plan import Invoke, Plan
+from ..core.failures import Failure
+from ..core.lifecycle import NotStoppable
+from ..core.offers import Offer
+from ..core.plan import Invoke, Plan, StateStandIn
 from ..core.preflight import Check, Needs
 from ..core.targets import Target, TargetError
 from ..errors import ConfigError, Set, Unset
@@ -45,6 +48,17 @@ class Secret:
     value: str
 
 
+class Feature(enum.Enum):
+    """What an operator command may ask of a cloud. A cloud declares what it cannot do, each with the reason
+    the user reads (SkyPilot's CloudImplementationFeatures, and each cloud's {feature: reason} of what it lacks);
+    the front ends ask the cloud instead of testing its classes."""
+
+    STOP_START = "stop and start the server, keeping its disks"
+    BOOT_WATCH = "watch the server's first boot through the cloud's API"
+    BLOCKING_QUERY = "answer a query in one reply however long it takes (no stream)"
+    NAMED_ENDPOINT = "reach a server by its endpoint's name and region (--endpoint NAME --region REGION)"
+
+
 @dataclass
 class Place:
     """Where a stack's preflight asks: its project (GCE) and the regions to compare (--all-regions)."""
@@ -57,9 +71,7 @@ class Cloud(ABC):
     """One cloud: its component, its settings, and what each operator command does there."""
 
     name: ClassVar[str]  # the stack config's `cloud` value, and the contract's `cloud` output
-    title: ClassVar[str]
     component: ClassVar[str]  # "module:Class" of the Pulumi component
-    args_type: ClassVar[str]  # the component's Args, as a Python program names it
     settings: ClassVar[type[ServingSettings]]
     stack: ClassVar[str]  # the stack this project ships for the cloud (Pulumi.<stack>.yaml)
     preset: ClassVar[Mapping[str, Any]]  # that stack file's config: what differs from Pulumi.yaml's defaults
@@ -69,6 +81,11 @@ class Cloud(ABC):
     every_region_at_once: ClassVar[bool] = False
     # Instead of this cloud's settings that other clouds have, for a refusal's reason.
     counterparts: ClassVar[Mapping[str, str]] = {}
+    # What this cloud cannot do, each with the reason a refusal gives (everything else it can).
+    unsupported: ClassVar[Mapping[Feature, str]] = {}
+
+    def supports(self, feature: Feature) -> bool:
+        return feature not in self.unsupported
 
     # --- the stack program ---------------------------------------------------------------------
 
@@ -88,6 +105,11 @@ class Cloud(ABC):
         cloud's entry of the plan's world: what already exists)."""
         return {}
 
+    def mock_states(self) -> dict[str, StateStandIn]:
+        """What the cloud's providers answer to a create (their computed outputs), by the provider's package
+        (the resource type's part before ':'): core.plan.mock_state's stand-ins."""
+        return {}
+
     # --- what a deployed stack is ------------------------------------------------------------------
 
     @abstractmethod
@@ -95,11 +117,26 @@ class Cloud(ABC):
         """How the operator tools reach the server the stack's outputs (gemma4_t4.contract) describe
         (ENDPOINT_URL: a local stand-in for the cloud's serving API, for the tests)."""
 
-    def vm(self, stack: str, outputs: Mapping[str, Any]) -> lifecycle.Vm:
-        """The VM `stop` and `start` act on; clouds without one refuse."""
-        raise lifecycle.NotStoppable(f"stack {stack}: {self.not_stoppable}")
+    def vm(self, stack: str, outputs: Mapping[str, Any]) -> Any:
+        """The VM `stop` and `start` act on; a cloud without Feature.STOP_START refuses with its reason."""
+        raise NotStoppable(f"stack {stack}: {self.not_stoppable}")
 
-    not_stoppable: ClassVar[str] = "it has no VM to stop or start"
+    @property
+    def not_stoppable(self) -> str:
+        return self.unsupported.get(Feature.STOP_START, "it has no VM to stop or start")
+
+    def endpoint_target(self, endpoint: str, region: str, endpoint_url: str | None = None) -> Target:
+        """The server --endpoint ENDPOINT --region REGION names (Feature.NAMED_ENDPOINT)."""
+        raise TargetError(f"{self.name}: {self.unsupported.get(Feature.NAMED_ENDPOINT, 'no named endpoints')}")
+
+    def explain(self, err: BaseException) -> Failure | None:
+        """ERR, when the cloud's client library raised it, in one line with the fix; None: not its client's."""
+        return None
+
+    def watch(self, target: Target, compute_endpoint: str | None = None) -> None:
+        """Give TARGET what watches its server's boot through the cloud's API (Feature.BOOT_WATCH; COMPUTE_ENDPOINT:
+        a stand-in for that API, for the tests); a cloud without it leaves the target as it is."""
+        return None
 
     # --- before `pulumi up` ----------------------------------------------------------------------
 
@@ -114,6 +151,10 @@ class Cloud(ABC):
     @abstractmethod
     def regions(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> RegionsReport:
         """The same for every region, and the lines that move the stack to the first that works."""
+
+    def offers(self) -> list[Offer]:
+        """Where the cloud sells the server's accelerator, at catalog list prices (`gemma4-t4 zones`)."""
+        return []
 
     @abstractmethod
     def cost(self, plan: Plan, estimate: CostEstimate) -> None:

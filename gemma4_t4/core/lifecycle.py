@@ -1,48 +1,20 @@
-"""Stop and start a GCE stack's VM without destroying it, through the Compute Engine API
-(google-cloud-compute), waiting for the state, and saying what bills meanwhile.
-
-A stopped VM keeps its boot disk, its data disk and its config; GCE bills the disks (and static
-addresses: this stack has none) but not the machine or the GPU. After `start` the guest comes back
-by itself: the provision unit re-checks every step at boot and the vLLM unit starts. A SageMaker
-endpoint has no stopped state: it can only be deleted (`pulumi destroy`, or the stack's endpointTtl).
-"""
+"""Stop and start, whatever the cloud: what a stop or start did, what a stopped stack's disks bill, and
+the refusal of a cloud with no stopped state. Each cloud's own stop/start is in its folder
+(gemma4_t4/clouds/NAME/lifecycle.py)."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
-from .. import catalog
-from ..catalog.gce import GCE_BILLED_WHILE_STOPPED
-from .failures import cloud_message
 from .targets import TargetError
 
-# Instance.status values (compute v1): TERMINATED is what a stopped VM reports.
-STOPPED = ("TERMINATED", "STOPPED")
-RUNNING = "RUNNING"
-TickCallback = Callable[[float, dict[str, Any]], None]
-
-SAGEMAKER_NOT_STOPPABLE = ("a SageMaker endpoint cannot be stopped, only deleted: `pulumi destroy` (the image stays "
-                           "if keepImages is set), or let the stack's endpointTtl delete it; `pulumi up` makes it "
-                           "again")
-GUEST_COMES_BACK = ("the guest comes back by itself: gemma4-t4-provision re-checks each step at boot (disk, swap, "
-                    "driver, vLLM, clamp) and gemma4-vllm starts; one run measured 362 s to healthy on a warm cache")
+# Our word for "the cloud's API has no such server" (404), beside the cloud's own statuses.
+VM_ABSENT = "ABSENT"
 
 
 class NotStoppable(TargetError):
-    """The stack's target has no stopped state (SageMaker)."""
-
-
-@dataclass(frozen=True)
-class Vm:
-    project: str
-    zone: str
-    instance: str
-
-    def __str__(self) -> str:
-        return f"{self.instance} ({self.zone}, project {self.project})"
+    """The stack's target has no stopped state (its cloud says why: Cloud.not_stoppable)."""
 
 
 @dataclass(frozen=True)
@@ -69,180 +41,7 @@ class LifecycleResult:
     notes: list[str] = field(default_factory=list)
 
 
-# --- the API ---------------------------------------------------------------------------------------
-
-
-class Compute:
-    """The three Compute Engine clients stop/start needs, on one endpoint (a stand-in in the tests)."""
-
-    def __init__(self, endpoint: str | None = None):
-        try:
-            from google.api_core.client_options import ClientOptions
-            from google.auth import exceptions as auth_exc
-            from google.cloud import compute_v1
-        except ImportError:
-            raise TargetError("google-cloud-compute is not installed: pip install google-cloud-compute") from None
-        kwargs: dict[str, Any] = {}
-        if endpoint:
-            from google.auth.credentials import AnonymousCredentials
-
-            kwargs = {"credentials": AnonymousCredentials(), "client_options": ClientOptions(api_endpoint=endpoint)}
-        try:
-            self.instances = compute_v1.InstancesClient(**kwargs)
-            self.disks = compute_v1.DisksClient(**kwargs)
-            # Polled here rather than through the operation's own future, whose client ignores the endpoint.
-            self.operations = compute_v1.ZoneOperationsClient(**kwargs)
-        except auth_exc.DefaultCredentialsError:
-            raise TargetError("no Google credentials: gcloud auth application-default login") from None
-        self.done = compute_v1.Operation.Status.DONE
-
-    def call(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
-        from google.api_core import exceptions as gexc
-        from google.auth import exceptions as auth_exc
-
-        try:
-            return fn(**kwargs)
-        except gexc.NotFound:
-            raise TargetError(f"{what} not found: was the stack destroyed, or the VM deleted outside Pulumi? "
-                              "(`pulumi refresh`, then `pulumi up` makes it again)") from None
-        except auth_exc.DefaultCredentialsError:
-            raise TargetError("no Google credentials: gcloud auth application-default login") from None
-        except gexc.GoogleAPICallError as err:
-            raise TargetError(cloud_message(err) or f"Compute Engine API: {err.message}") from None
-
-
-def _last(url: str) -> str:
-    return url.rsplit("/", 1)[-1]
-
-
-def _price(zone: str, item: str) -> catalog.Price | None:
-    """The catalog's list price of ``item`` in the zone's region (None where it has none)."""
-    return catalog.GCE_PRICES.get(catalog.region_of(zone), {}).get(item)
-
-
-def disk_bill(name: str, disk_type: str, size_gb: int, zone: str) -> DiskBill:
-    price = _price(zone, f"disk:{disk_type}:gb-month")
-    return DiskBill(name, disk_type, size_gb, None if price is None else round(size_gb * price.usd_per_hour, 2))
-
-
 def total_usd_per_month(bills: list[DiskBill]) -> float | None:
     if any(b.usd_per_month is None for b in bills):
         return None
     return round(sum(b.usd_per_month or 0.0 for b in bills), 2)
-
-
-def disk_bills(compute: Compute, vm: Vm, instance: Any) -> list[DiskBill]:
-    """Every disk attached to the VM, as the API describes it now."""
-    bills = []
-    for attached in instance.disks:
-        name = _last(attached.source)
-        disk = compute.call(f"disk {name}", compute.disks.get, project=vm.project, zone=vm.zone, disk=name)
-        bills.append(disk_bill(name, _last(disk.type_), int(disk.size_gb), vm.zone))
-    return bills
-
-
-def running_usd_per_hour(instance: Any, zone: str) -> float | None:
-    """Machine and GPUs at catalog list prices (a Spot VM's at the Spot prices); None if the catalog lacks one."""
-    # Scheduling.provisioning_model: "SPOT" or "STANDARD" (Compute Engine API, instances resource).
-    spot = getattr(getattr(instance, "scheduling", None), "provisioning_model", "") == "SPOT"
-    billed = catalog.spot_item if spot else str
-    keys = [(billed(f"machine:{_last(instance.machine_type)}"), 1)]
-    keys += [(billed(f"gpu:{_last(a.accelerator_type)}"), a.accelerator_count) for a in instance.guest_accelerators]
-    prices = [(_price(zone, key), count) for key, count in keys]
-    if any(price is None for price, _ in prices):
-        return None
-    return round(sum(price.usd_per_hour * count for price, count in prices if price is not None), 4)
-
-
-def _operation_error(operation: Any) -> str:
-    errors = [f"{e.code}: {e.message}" for e in operation.error.errors] if operation.error else []
-    return "; ".join(errors) or operation.http_error_message or "unknown error"
-
-
-class _Waiter:
-    def __init__(self, compute: Compute, vm: Vm, timeout_s: float, interval_s: float, on_tick: TickCallback | None):
-        self.compute, self.vm, self.interval_s = compute, vm, interval_s
-        self.on_tick = on_tick or (lambda elapsed, info: None)
-        self.start = time.monotonic()
-        self.deadline = self.start + timeout_s
-
-    @property
-    def elapsed(self) -> float:
-        return time.monotonic() - self.start
-
-    def _sleep(self, what: str) -> None:
-        if time.monotonic() > self.deadline:
-            raise TargetError(f"{self.vm}: still {what} after {self.elapsed:.0f}s; see the console's operations log")
-        time.sleep(self.interval_s)
-
-    def instance(self) -> Any:
-        return self.compute.call(f"instance {self.vm}", self.compute.instances.get, project=self.vm.project,
-                                 zone=self.vm.zone, instance=self.vm.instance)
-
-    def operation(self, operation: Any, action: str) -> None:
-        while operation.status != self.compute.done:
-            self.on_tick(self.elapsed, {"operation": f"{action} {operation.status.name}"})
-            self._sleep(f"waiting for the {action} operation")
-            operation = self.compute.call(f"operation {operation.name}", self.compute.operations.get,
-                                          project=self.vm.project, zone=self.vm.zone, operation=operation.name)
-        if operation.error or operation.http_error_status_code >= 400:
-            message = _operation_error(operation)
-            if "RESOURCE_POOL_EXHAUSTED" in message:
-                message += (" -- no T4 is free in the zone right now; the VM stays stopped (billing only its disks): "
-                            "run `start` again later")
-            raise TargetError(f"{action} {self.vm} failed: {message}")
-
-    def status(self, wanted: tuple[str, ...]) -> str:
-        while True:
-            status = self.instance().status
-            if status in wanted:
-                return status
-            self.on_tick(self.elapsed, {"status": status})
-            self._sleep(status)
-
-
-def stop(compute: Compute, vm: Vm, timeout_s: float = 600, interval_s: float = 5,
-         on_tick: TickCallback | None = None) -> LifecycleResult:
-    """Stop the VM and wait until it is TERMINATED; a VM already stopped is left as it is."""
-    wait = _Waiter(compute, vm, timeout_s, interval_s, on_tick)
-    instance = wait.instance()
-    before, disks = instance.status, disk_bills(compute, vm, instance)
-    if before not in STOPPED:
-        if before != "STOPPING":
-            wait.operation(compute.call(f"stop {vm}", compute.instances.stop_unary, project=vm.project,
-                                        zone=vm.zone, instance=vm.instance), "stop")
-        after = wait.status(STOPPED)
-    else:
-        after = before
-    notes = [] if before not in STOPPED else [f"already stopped ({before}): nothing to do"]
-    notes.append(f"GCE bills a stopped VM's {' and '.join(GCE_BILLED_WHILE_STOPPED)}, not its machine or GPU: here the "
-                 "disks above (catalog list prices); the ephemeral external address is released")
-    return LifecycleResult(str(vm), "stop", before, after, before not in STOPPED, wait.elapsed, disks,
-                           total_usd_per_month(disks), running_usd_per_hour(instance, vm.zone), notes)
-
-
-def start(compute: Compute, vm: Vm, timeout_s: float = 600, interval_s: float = 5,
-          on_tick: TickCallback | None = None) -> LifecycleResult:
-    """Start the VM and wait until it is RUNNING; a VM already running is left as it is."""
-    wait = _Waiter(compute, vm, timeout_s, interval_s, on_tick)
-    instance = wait.instance()
-    before, disks = instance.status, disk_bills(compute, vm, instance)
-    if before == "SUSPENDED":
-        raise TargetError(f"{vm} is suspended, not stopped: gcloud compute instances resume {vm.instance} "
-                          f"--zone {vm.zone} --project {vm.project}")
-    if before != RUNNING:
-        if before == "STOPPING":
-            wait.status(STOPPED)  # a VM that is stopping cannot be started until it has stopped
-        if before not in ("PROVISIONING", "STAGING"):
-            wait.operation(compute.call(f"start {vm}", compute.instances.start_unary, project=vm.project,
-                                        zone=vm.zone, instance=vm.instance), "start")
-        after = wait.status((RUNNING,))
-    else:
-        after = before
-    running = running_usd_per_hour(instance, vm.zone)
-    notes = [] if before != RUNNING else ["already running: nothing to do"]
-    notes.append(GUEST_COMES_BACK)
-    if running is not None:
-        notes.append(f"billing again: machine and GPU ${running}/h plus the disks (catalog list prices)")
-    return LifecycleResult(str(vm), "start", before, after, before != RUNNING, wait.elapsed, disks,
-                           total_usd_per_month(disks), running, notes)

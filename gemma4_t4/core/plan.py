@@ -199,12 +199,10 @@ class Plan:
         }
 
 
-MOCK_ACCOUNT = "123456789012"
 # What a local command prints, as the mocks answer it: a clock (`date ...`) the time, the image
 # build step a digest.
 MOCK_NOW = "2030-01-01T00:00:00Z"
 MOCK_DIGEST = "sha256:" + "0" * 64
-MOCK_GCP_PROJECT = "mock-project"
 
 
 class ProviderInvokeError(grpc.RpcError):
@@ -222,53 +220,33 @@ class ProviderInvokeError(grpc.RpcError):
         return self._details
 
 
-def gcp_project() -> str:
-    """The project the default GCP provider makes resources in: the program's gcp:project (mocks: else one)."""
-    import pulumi
-
-    return pulumi.Config("gcp").get("project") or MOCK_GCP_PROJECT
-
-
-def _physical_name_key(typ: str) -> str:
-    """The input that holds a resource's physical name (S3 names buckets by `bucket`)."""
-    return "bucket" if typ == "aws:s3/bucket:Bucket" else "name"
+# A provider's answer to a create, (type, logical name, inputs, auto-naming suffix) -> (id, state): each
+# cloud's stand-in for its provider (gemma4_t4/clouds/NAME/standins.py), by the type's package (the part
+# before the first ':').
+StateStandIn = Callable[[str, str, dict[str, Any], str], tuple[str, dict[str, Any]]]
 
 
-# GCP resources whose provider answers no selfLink (pulumi_gcp 10.2.0: compute/router_nat.py and the IAM members'
-# modules declare no `self_link` output; compute/router.py, firewall.py, subnetwork.py do).
-GCP_WITHOUT_SELF_LINK = frozenset({"routernat", "instanceiammember", "tunnelinstanceiammember"})
+def physical_name(logical: str, inputs: dict[str, Any], suffix: str, key: str = "name") -> str:
+    """The given physical name, or the logical name plus a random suffix (Pulumi's auto-naming)."""
+    return str(inputs.get(key) or f"{logical}-{suffix}")
 
 
-def mock_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tuple[str, dict[str, Any]]:
-    """(id, state) as a provider answers a create: the physical name is the given one, or the
-    logical name plus a random suffix (Pulumi's auto-naming); computed outputs the program reads
-    are filled in, so no Output is left unknown."""
-    key = _physical_name_key(typ)
-    physical = inputs.get(key) or f"{logical}-{suffix}"
-    provider = typ.split(":", 1)[0]
+def any_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tuple[str, dict[str, Any]]:
+    """A resource of a provider no cloud stands in for: its name, and a local command's output."""
+    physical = physical_name(logical, inputs, suffix)
     computed: dict[str, Any] = {}
-    if provider == "gcp":
-        kind = typ.rsplit(":", 1)[-1].lower()
-        where = (f"zones/{inputs['zone']}" if "zone" in inputs else f"regions/{inputs['region']}" if "region" in inputs
-                 else "global")
-        project = inputs.get("project") or gcp_project()
-        resource_id = f"projects/{project}/{where}/{kind}s/{physical}"
-        if kind not in GCP_WITHOUT_SELF_LINK:
-            computed["selfLink"] = f"https://www.googleapis.com/compute/v1/{resource_id}"
-        computed["project"] = project  # the resource's, else the provider's gcp:project
-    elif provider == "aws":
-        resource_id = physical
-        service, _, kind = typ.split(":", 1)[1].partition("/")
-        computed["arn"] = f"arn:aws:{service}:us-east-2:{MOCK_ACCOUNT}:{kind.split(':')[0].lower()}/{physical}"
-        if typ == "aws:ecr/repository:Repository":
-            computed["repositoryUrl"] = f"{MOCK_ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/{physical}"
-        if typ == "aws:sqs/queue:Queue":
-            computed["url"] = f"https://sqs.us-east-2.amazonaws.com/{MOCK_ACCOUNT}/{physical}"
-    else:
-        resource_id = f"{physical}-id"
     if typ == "command:local:Command":
         computed["stdout"] = MOCK_NOW if str(inputs.get("create", "")).startswith("date ") else MOCK_DIGEST
-    return resource_id, {**computed, **inputs, key: physical}
+    return f"{physical}-id", {**computed, **inputs, "name": physical}
+
+
+def mock_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str,
+               standins: Mapping[str, StateStandIn] | None = None) -> tuple[str, dict[str, Any]]:
+    """(id, state) as a provider answers a create: the physical name is the given one, or the
+    logical name plus a random suffix (Pulumi's auto-naming); computed outputs the program reads
+    are filled in by the cloud's stand-in (STANDINS, by the type's package), so no Output is left unknown."""
+    standin = (standins or {}).get(typ.split(":", 1)[0], any_state)
+    return standin(typ, logical, inputs, suffix)
 
 
 def engine_urn(parent: str, type_: str, name: str) -> str:
@@ -298,16 +276,17 @@ _PROGRAM_LOCK = threading.Lock()
 
 def run_program(stack: str, config: dict[str, Any], plan: Plan | None = None,
                 invokes: Mapping[str, Invoke] | None = None, program: Callable[[], Any] | None = None,
-                mocks: Any = None) -> Plan:
+                mocks: Any = None, standins: Mapping[str, StateStandIn] | None = None) -> Plan:
     """``_run_program`` from any thread, one program at a time, each on an event loop of its own:
     Pulumi's runtime needs a current loop, a front end's worker thread has none, and asking for
     the main thread's implicit one is deprecated (Python 3.12 warns, 3.14 raises). MOCKS: a
-    pulumi.runtime.Mocks that answers instead (gemma4_t4.testing.ProviderMocks), INVOKES then unused."""
+    pulumi.runtime.Mocks that answers instead (gemma4_t4.testing.ProviderMocks), INVOKES and STANDINS then
+    unused; STANDINS: the clouds' answers to a create (mock_state)."""
     with _PROGRAM_LOCK:
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
         try:
-            return _run_program(stack, config, plan, invokes or {}, program or _stack_program, mocks)
+            return _run_program(stack, config, plan, invokes or {}, program or _stack_program, mocks, standins or {})
         except KeyboardInterrupt:
             # Ctrl-C: the program's tasks end with it; asyncio would print each one's traceback
             # ("Task exception was never retrieved") when it is collected. The caller says it once.
@@ -323,7 +302,8 @@ def _stack_program() -> None:
 
 
 def _run_program(stack: str, config: dict[str, Any], plan: Plan | None, invokes: Mapping[str, Invoke],
-                 program: Callable[[], Any], answering: Any = None) -> Plan:
+                 program: Callable[[], Any], answering: Any = None,
+                 standins: Mapping[str, StateStandIn] | None = None) -> Plan:
     """Run PROGRAM (default: the stack program) under fresh mocks, recording into ``plan``. Raises
     whatever the program raises (a refused config raises ConfigError); ``plan`` then shows what had
     been registered by then."""
@@ -337,7 +317,7 @@ def _run_program(stack: str, config: dict[str, Any], plan: Plan | None, invokes:
         def new_resource(self, args: pulumi.runtime.MockResourceArgs):
             if answering is not None:
                 return answering.new_resource(args)
-            return mock_state(args.typ, args.name, args.inputs, _suffix(stack, args.typ, args.name))
+            return mock_state(args.typ, args.name, args.inputs, _suffix(stack, args.typ, args.name), standins)
 
         def call(self, args: pulumi.runtime.MockCallArgs):
             if answering is not None:
@@ -463,11 +443,6 @@ def _input_keys(request) -> set[str]:
 # --- presentation ------------------------------------------------------------------------------
 
 
-def _short(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
-    return text if len(text) <= 100 else f"<{len(text)} chars>"
-
-
 def cost_range(plan: Plan) -> list[float] | None:
     """[fewest, most] $/h: an autoscaled endpoint's range (cost_per_hour_usd_max), else one price twice
     (the same figures `gemma4-t4 cost` shows: CostEstimate.from_outputs)."""
@@ -475,9 +450,8 @@ def cost_range(plan: Plan) -> list[float] | None:
 
 
 def is_spot(plan: Plan) -> bool:
-    """Whether the stack's VM is a Spot VM (its cost is at the Spot prices)."""
-    return any((r.inputs.get("scheduling") or {}).get("provisioningModel") == "SPOT"
-               for r in plan.find("gcp:compute/instance:Instance"))
+    """Whether the stack's server is a Spot VM (its cost is at the Spot prices): a resource scheduled as one."""
+    return any((r.inputs.get("scheduling") or {}).get("provisioningModel") == "SPOT" for r in plan.resources)
 
 
 def cost_line(plan: Plan) -> str | None:
@@ -536,29 +510,7 @@ def revision_line(plan: Plan) -> str | None:
     return f"model revision: {revision} (a branch or tag, which can move; set modelRevision to a commit to pin it)"
 
 
-def format_plan(plan: Plan) -> str:
-    lines = [f"stack {plan.stack}: {len(plan.resources)} resources"]
-    for r in plan.resources:
-        parent = f"  (in {r.parent})" if r.parent else ""
-        lines.append(f"+ {r.type}  {r.name}{parent}")
-        for key in sorted(r.inputs):
-            lines.append(f"      {key}: {_short(r.inputs[key])}")
-        kept = [k for k in ("protect", "retainOnDelete", "deleteBeforeReplace") if r.options.get(k)]
-        if kept:
-            lines.append(f"      options: {', '.join(kept)}")
-    lines.append("outputs:")
-    lines += [f"  {k}: {_short(v)}" for k, v in sorted(plan.outputs.items())]
-    if (memory := memory_line(plan)) is not None:
-        lines.append(memory)
-    if (revision := revision_line(plan)) is not None:
-        lines.append(revision)
-    if (cost := cost_line(plan)) is not None:
-        lines.append(cost)
-    lines += guard_lines(plan)
-    return "\n".join(lines)
-
-
 def user_data(plan: Plan) -> str | None:
-    for r in plan.find("gcp:compute/instance:Instance"):
-        return (r.inputs.get("metadata") or {}).get("user-data")
-    return None
+    """The user-data (cloud-init) the stack's server boots with: the first resource whose metadata carries it."""
+    return next((r.inputs["metadata"]["user-data"] for r in plan.resources
+                 if isinstance(r.inputs.get("metadata"), dict) and "user-data" in r.inputs["metadata"]), None)

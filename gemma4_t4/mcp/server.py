@@ -31,8 +31,9 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from .. import __version__, catalog, clouds
+from ..clouds.gce import lifecycle
 from ..core import bench as core_bench
-from ..core import charts, failures, fit, lifecycle, offers, ops, preflight
+from ..core import charts, failures, fit, offers, ops, preflight
 from ..core import cost as cost_core
 from ..core.ops import SCHEMA_VERSION
 from ..core.targets import Target, TargetError
@@ -292,7 +293,7 @@ class Server:
             """Where a Tesla T4 can be had and its hourly list price, cheapest first, from the catalog (no cloud
             asked): each GCE zone selling T4s (n1-standard-2 + one T4, on demand and Spot; disks on top) and each
             SageMaker region with a recorded ml.g4dn.xlarge price. A null price is unknown, not free."""
-            return versioned(ZonesResult, offers.Offers(offers.t4_offers(cloud)))
+            return versioned(ZonesResult, offers.Offers(clouds.t4_offers(cloud)))
 
         @tool("preflight")
         async def preflight_(stack: Stack, config: Overrides | None = None,

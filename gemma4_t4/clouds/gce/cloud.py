@@ -5,20 +5,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .. import catalog
-from ..components import provider_answers as answers
-from ..components.config import GceT4ServerSettings, gce_name
-from ..core import capacity, lifecycle, preflight
-from ..core.capacity import RegionsReport
-from ..core.cost import CostEstimate, CostItem
-from ..core.plan import Invoke, Plan, is_spot
-from ..core.preflight import Check, Needs
-from ..core.targets import GceTarget, Target
-from ..errors import PROJECT, ConfigError, Set, Unset
-from .base import Cloud, Place, refuse_unknown_provider_keys
+from ... import catalog
+from ...components import provider_answers as answers
+from ...components.config import GceT4ServerSettings, gce_name
+from ...core.capacity import RegionsReport
+from ...core.cost import CostEstimate, CostItem
+from ...core.failures import Failure
+from ...core.lifecycle import total_usd_per_month
+from ...core.offers import Offer
+from ...core.plan import Invoke, Plan, StateStandIn, is_spot
+from ...core.preflight import Check, Needs
+from ...core.targets import Target
+from ...errors import PROJECT, ConfigError, Set, Unset
+from ..base import Cloud, Feature, Place, refuse_unknown_provider_keys
+from . import capacity, failures, lifecycle, preflight
+from .target import GceTarget
 
 if TYPE_CHECKING:
-    from ..testing import GceWorld as World
+    from .standins import GceWorld as World
 
 INSTANCE = "gcp:compute/instance:Instance"
 DISK = "gcp:compute/disk:Disk"
@@ -42,12 +46,13 @@ def refuse_other_place(config: Mapping[str, Any]) -> None:
 
 class Gce(Cloud):
     name = "gce"
-    title = "Google Compute Engine: an N1 VM with T4s"
     component = "gemma4_t4.components.gce:GceT4Server"
-    args_type = "GceT4ServerArgs"
     settings = GceT4ServerSettings
     stack = "gce-t4"
     preset: ClassVar[Mapping[str, Any]] = {}
+    unsupported: ClassVar[Mapping[Feature, str]] = {
+        Feature.NAMED_ENDPOINT: "a GCE server is reached through its stack (--stack) or a URL (--url)",
+    }
     every_region_at_once = True  # three calls cover every region: nothing to choose
     counterparts: ClassVar[Mapping[str, str]] = {
         "endpointTtl": "maxRunHours (GCE stops the VM) or idleStopMinutes",
@@ -69,9 +74,14 @@ class Gce(Cloud):
         return {}
 
     def mock_invokes(self, world: World | None) -> dict[str, Invoke]:
-        from ..testing import GceWorld as World
+        from .standins import GceWorld as World
 
         return {answers.GET_DISK: (world or World()).get_disk}
+
+    def mock_states(self) -> dict[str, StateStandIn]:
+        from .standins import gcp_state
+
+        return {"gcp": gcp_state}
 
     def target(self, stack: str, outputs: Mapping[str, Any], endpoint_url: str | None = None) -> Target:
         target, port = outputs["target"], int(outputs["port"])
@@ -81,6 +91,14 @@ class Gce(Cloud):
     def vm(self, stack: str, outputs: Mapping[str, Any]) -> lifecycle.Vm:
         target = outputs["target"]
         return lifecycle.Vm(target["project"], target["zone"], target["instance"])
+
+    def watch(self, target: Target, compute_endpoint: str | None = None) -> None:
+        assert isinstance(target, GceTarget), "a GCE stack's target is a GceTarget"
+        vm = lifecycle.Vm(target.project, target.zone, target.instance)
+        target.watch = lifecycle.VmWatch(vm, lambda: lifecycle.Compute(compute_endpoint))
+
+    def explain(self, err: BaseException) -> Failure | None:
+        return failures.explain(err)
 
     def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs:
         vm = plan.one(INSTANCE).inputs
@@ -98,6 +116,9 @@ class Gce(Cloud):
         regions, project_doc, offers = capacity.fetch_gce_regions(preflight.gcp_project(config, place.project),
                                                                    needs.accelerator)
         return capacity.gce_regions(needs, regions, project_doc, offers)
+
+    def offers(self) -> list[Offer]:
+        return capacity.t4_offers()
 
     def cost(self, plan: Plan, estimate: CostEstimate) -> None:
         for vm in plan.find(INSTANCE):
@@ -120,7 +141,7 @@ class Gce(Cloud):
                 f"${address.usd_per_hour * catalog.HOURS_PER_MONTH:.2f}/month, not in `stopped`) until Cloud NAT "
                 "releases it; `pulumi destroy` deletes the gateway")
         estimate.stoppable = True
-        estimate.stopped_usd_per_month = lifecycle.total_usd_per_month(estimate.disks)
+        estimate.stopped_usd_per_month = total_usd_per_month(estimate.disks)
         if is_spot(plan):
             estimate.notes.append("a Spot VM: machine and GPU at the Spot list prices (GCE may preempt it at any "
                                   "time; the disks and the address bill at the usual prices)")
@@ -135,7 +156,7 @@ def __getattr__(name: str) -> Any:
     """World: what exists before the program runs (gemma4_t4.testing's), loaded on first use, so the operator
     commands import no Pulumi SDK until they run the plan."""
     if name == "World":
-        from ..testing import GceWorld
+        from .standins import GceWorld
 
         return GceWorld
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,22 +8,26 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from .. import catalog
-from ..catalog import CODEBUILD_COMPUTE_TYPE, PULUMI_AWS_CONFIG_KEYS, PULUMI_AWS_LEGACY_CONFIG_KEYS
-from ..components import provider_answers as answers
-from ..components.config import SageMakerT4EndpointSettings, check_sagemaker_region
-from ..core import capacity, ops, preflight
-from ..core.capacity import RegionsReport
-from ..core.cost import CostEstimate, CostItem
-from ..core.lifecycle import SAGEMAKER_NOT_STOPPABLE
-from ..core.plan import Invoke, Plan
-from ..core.preflight import Check, Needs
-from ..core.targets import SageMakerTarget, Target, TargetError
-from ..errors import ConfigError, Set
-from .base import Cloud, Place, Secret, refuse_unknown_provider_keys
+from ... import catalog
+from ...catalog import CODEBUILD_COMPUTE_TYPE, PULUMI_AWS_CONFIG_KEYS, PULUMI_AWS_LEGACY_CONFIG_KEYS
+from ...components import provider_answers as answers
+from ...components.config import SageMakerT4EndpointSettings, check_sagemaker_region
+from ...core import ops
+from ...core.capacity import RegionsReport
+from ...core.cost import CostEstimate, CostItem
+from ...core.failures import Failure
+from ...core.offers import Offer
+from ...core.plan import Invoke, Plan, StateStandIn
+from ...core.preflight import Check, Needs
+from ...core.targets import Target, TargetError
+from ...errors import ConfigError, Set
+from ..base import Cloud, Feature, Place, Secret, refuse_unknown_provider_keys
+from . import capacity, failures, preflight
+from .lifecycle import NO_BOOT_WATCH, NOT_STOPPABLE
+from .target import SAGEMAKER_INVOKE_LIMIT_S, SageMakerTarget
 
 if TYPE_CHECKING:
-    from ..testing import AwsWorld as World
+    from .standins import AwsWorld as World
 
 ENDPOINT_CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
 CODEBUILD_PROJECT = "aws:codebuild/project:Project"
@@ -109,15 +113,18 @@ def image_costs(plan: Plan) -> list[CostItem]:
 
 class SageMaker(Cloud):
     name = "sagemaker"
-    title = "Amazon SageMaker: an ml.g4dn endpoint"
     component = "gemma4_t4.components.sagemaker:SageMakerT4Endpoint"
-    args_type = "SageMakerT4EndpointArgs"
     settings = SageMakerT4EndpointSettings
     stack = "sagemaker-t4"
     preset: ClassVar[Mapping[str, Any]] = {"aws:region": "us-east-2", "gemma4-t4:cloud": "sagemaker",
                                  "gemma4-t4:maxModelLen": 8192}
     provider_keys: ClassVar[Mapping[str, str]] = {"region": "aws:region", "profile": "aws:profile"}
-    not_stoppable = SAGEMAKER_NOT_STOPPABLE
+    unsupported: ClassVar[Mapping[Feature, str]] = {
+        Feature.STOP_START: NOT_STOPPABLE,
+        Feature.BOOT_WATCH: NO_BOOT_WATCH,
+        Feature.BLOCKING_QUERY: f"SageMaker cuts a real-time invocation at {SAGEMAKER_INVOKE_LIMIT_S} s "
+                                "(InvokeEndpoint): a reply is streamed",
+    }
     counterparts: ClassVar[Mapping[str, str]] = {
         "maxRunHours": "endpointTtl (EventBridge Scheduler deletes the endpoint)",
         "idleStopMinutes": "endpointTtl (EventBridge Scheduler deletes the endpoint)",
@@ -152,11 +159,16 @@ class SageMaker(Cloud):
         return args
 
     def mock_invokes(self, world: World | None) -> dict[str, Invoke]:
-        from ..testing import AwsWorld as World
-        from ..testing import default_provider_region
+        from .standins import AwsWorld as World
+        from .standins import default_provider_region
 
         return {answers.GET_REPOSITORY: (world or World()).get_repository,
                 answers.GET_REGION: default_provider_region}
+
+    def mock_states(self) -> dict[str, StateStandIn]:
+        from .standins import aws_state
+
+        return {"aws": aws_state}
 
     def target(self, stack: str, outputs: Mapping[str, Any], endpoint_url: str | None = None) -> Target:
         target = outputs["target"]
@@ -164,6 +176,12 @@ class SageMaker(Cloud):
                                profile=target.get("profile"),
                                ttl_deletes_at=outputs.get("endpoint_deletes_at"),
                                ttl_dead_letter_queue_url=outputs.get("ttl_dead_letter_queue_url"), stack=stack)
+
+    def endpoint_target(self, endpoint: str, region: str, endpoint_url: str | None = None) -> Target:
+        return SageMakerTarget(endpoint, region, endpoint_url=endpoint_url)
+
+    def explain(self, err: BaseException) -> Failure | None:
+        return failures.explain(err)
 
     def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs:
         variant = plan.one(ENDPOINT_CONFIG).inputs["productionVariants"][0]
@@ -204,11 +222,14 @@ class SageMaker(Cloud):
                                                    preflight.aws_profile(config))
         return capacity.sagemaker_regions(needs, fetched)
 
+    def offers(self) -> list[Offer]:
+        return capacity.t4_offers()
+
     def cost(self, plan: Plan, estimate: CostEstimate) -> None:
         estimate.extras += image_costs(plan)
         if not plan.find(CODEBUILD_PROJECT):
             estimate.notes.append(LOCAL_BUILD_NOTE)
-        estimate.notes.append(SAGEMAKER_NOT_STOPPABLE)
+        estimate.notes.append(NOT_STOPPABLE)
 
 
 SAGEMAKER = SageMaker()
@@ -218,7 +239,7 @@ def __getattr__(name: str) -> Any:
     """World: what exists before the program runs (gemma4_t4.testing's), loaded on first use, so the operator
     commands import no Pulumi SDK until they run the plan."""
     if name == "World":
-        from ..testing import AwsWorld
+        from .standins import AwsWorld
 
         return AwsWorld
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

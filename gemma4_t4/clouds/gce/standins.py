@@ -1,0 +1,82 @@
+"""GCE's stand-ins for the offline plan and the program's unit tests: what the GCP provider answers to a
+create (its computed outputs, for core.plan.mock_state) and to the functions the component calls
+(GceWorld: what exists before the program runs), each answer with its source beside it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...components import provider_answers as answers
+from ...core.plan import ProviderInvokeError, physical_name
+
+MOCK_GCP_PROJECT = "mock-project"
+
+
+def gcp_project() -> str:
+    """The project the default GCP provider makes resources in: the program's gcp:project (mocks: else one)."""
+    import pulumi
+
+    return pulumi.Config("gcp").get("project") or MOCK_GCP_PROJECT
+
+
+# GCP resources whose provider answers no selfLink (pulumi_gcp 10.2.0: compute/router_nat.py and the IAM members'
+# modules declare no `self_link` output; compute/router.py, firewall.py, subnetwork.py do).
+GCP_WITHOUT_SELF_LINK = frozenset({"routernat", "instanceiammember", "tunnelinstanceiammember"})
+
+
+def gcp_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tuple[str, dict[str, Any]]:
+    """A GCP resource as its provider answers a create: its id (the API's resource path), selfLink, project."""
+    physical = physical_name(logical, inputs, suffix)
+    kind = typ.rsplit(":", 1)[-1].lower()
+    where = (f"zones/{inputs['zone']}" if "zone" in inputs else f"regions/{inputs['region']}" if "region" in inputs
+             else "global")
+    project = inputs.get("project") or gcp_project()
+    resource_id = f"projects/{project}/{where}/{kind}s/{physical}"
+    computed: dict[str, Any] = {}
+    if kind not in GCP_WITHOUT_SELF_LINK:
+        computed["selfLink"] = f"https://www.googleapis.com/compute/v1/{resource_id}"
+    computed["project"] = project  # the resource's, else the provider's gcp:project
+    return resource_id, {**computed, **inputs, "name": physical}
+
+
+# A disk attached now was attached at some time: RFC3339 as the Compute API writes its timestamps.
+ATTACHED_AT = "2030-01-01T00:00:00.000-08:00"
+
+
+@dataclass
+class GceWorld:
+    """What exists in GCE before the program runs, as the provider's invokes read it.
+    disks: name -> {"zone", "sizeGb", "type", "users": [instance self links], "labels", "lastAttachTimestamp"}
+    (the last: when a VM last attached it; default: a time if it has users now, else "" for never attached);
+    forbidden: the deploying account may not read disks (compute.disks.get)."""
+
+    disks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    forbidden: bool = False
+
+    def get_disk(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        name, zone = args["name"], str(args.get("zone") or "")
+        project = args.get("project") or gcp_project()
+        if self.forbidden:
+            # source: answers.disk_forbidden (resource_compute_disk.go:1311 -> transport.go:279-280, googleapi's
+            # 403 text from hashicorp/packer#12159), through the bridge and the engine (answers.engine_failure).
+            raise ProviderInvokeError(answers.engine_failure(answers.GET_DISK,
+                                                             answers.disk_forbidden(project, zone, name)))
+        disk = self.disks.get(name)
+        if disk is None or (zone and disk["zone"] != zone):
+            # source: answers.disk_not_found (terraform-provider-google data_source_google_compute_disk.go:58-59
+            # at e03b7622: "<id> not found"), through the bridge and the engine (answers.engine_failure).
+            raise ProviderInvokeError(answers.engine_failure(answers.GET_DISK,
+                                                             answers.disk_not_found(project, zone, name)))
+        link = f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{disk['zone']}"
+        # source: the data source's schema is google_compute_disk's (data_source_google_compute_disk.go:30,
+        # DatasourceSchemaFromResourceSchema): id, name, zone, project, size, type (a self link), users, labels,
+        # and the attach timestamps ("" for a disk never attached: see answers.disk_never_attached).
+        users = list(disk.get("users", []))
+        return {"id": answers.disk_id(project, disk["zone"], name), "name": name,
+                "zone": disk["zone"], "project": project, "size": float(disk["sizeGb"]),
+                "type": f"{link}/diskTypes/{disk['type']}", "users": users,
+                "selfLink": f"{link}/disks/{name}", "labels": disk.get("labels", {}),
+                "lastAttachTimestamp": disk.get("lastAttachTimestamp", ATTACHED_AT if users else ""),
+                "lastDetachTimestamp": disk.get("lastDetachTimestamp", "")}

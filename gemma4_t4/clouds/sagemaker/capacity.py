@@ -1,0 +1,109 @@
+"""SageMaker's regions for `preflight --all-regions`: per region "<instance type> for endpoint usage"
+against the instances endpoints hold there, a few calls per region, some regions at once.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from ... import catalog
+from ...core.capacity import RegionRow, RegionsReport, ordered
+from ...core.offers import Offer
+from ...core.preflight import Needs, PreflightError
+from .preflight import EndpointQuota, endpoint_quota_name
+
+SAGEMAKER_REGIONS_AT_ONCE = 8  # a few calls per region (GCE needs three for every region)
+
+
+@dataclass(frozen=True)
+class RegionQuota:
+    """One region as fetched: the endpoint quota, instances in use, the stack's own, the endpoints
+    whose type could not be read (their config was deleted); or the error."""
+
+    region: str
+    quota: EndpointQuota | None = None
+    in_use: int = 0
+    own: int | None = None
+    error: str = ""
+    untyped: tuple[str, ...] = ()
+
+
+def sagemaker_regions(needs: Needs, fetched: list[RegionQuota]) -> RegionsReport:
+    """A region works if the stack's most instances fit its quota beside what other endpoints hold
+    (the stack's own endpoint, where it runs, makes room as it goes)."""
+    name = endpoint_quota_name(needs.instance_type)
+    most = needs.most
+    needed = f"{most} x {needs.instance_type}" + (f" (autoscaling from {needs.instances})" if most > needs.instances
+                                                  else "")
+    rows = []
+    for region in fetched:
+        if region.error:
+            rows.append(RegionRow(region.region, False, region.error))
+            continue
+        if region.quota is None:
+            rows.append(RegionRow(region.region, False, f"SageMaker does not offer {needs.instance_type} here"))
+            continue
+        limit = int(region.quota.value)
+        others = region.in_use - (region.own or 0)
+        source = "" if region.quota.applied else " (AWS default)"
+        detail = f"\"{name}\" {limit}{source}, in use {region.in_use}, free {limit - region.in_use}"
+        if region.own is not None:
+            detail += f"; this stack's endpoint holds {region.own}"
+        ok = limit - others >= most
+        if not ok:
+            detail += f"; request {others + most} (quota code {region.quota.code})"
+        if region.untyped:
+            detail += (f"; not counted: {', '.join(region.untyped)} (serving, endpoint config deleted, "
+                       "type unknown)")
+        rows.append(RegionRow(region.region, ok, detail, limit, region.in_use))
+    notes = []
+    if needs.region not in {r.region for r in fetched}:
+        notes.append(f"the stack's region {needs.region} was not asked")
+    rows = ordered(rows, needs.region)
+    first = next((row for row in rows if row.ok), None)
+    lines = [f"pulumi config set aws:region {first.region}"] if first and first.region != needs.region else []
+    return RegionsReport("sagemaker", needed, rows, first, lines, notes)
+
+
+def sagemaker_region_names(regions: list[str] | None = None) -> list[str]:
+    """The regions to ask: the given ones, else every region boto3 knows SageMaker in."""
+    import boto3
+
+    return list(regions) if regions else boto3.session.Session().get_available_regions("sagemaker")
+
+
+def fetch_sagemaker_regions(instance_type: str, stack: str, regions: list[str],
+                            profile: str | None = None) -> list[RegionQuota]:
+    """Every region asked at once (a few at a time); a region that refuses is a row with the reason
+    (an opt-in region this account has not enabled answers with an invalid-token error)."""
+    from .preflight import fetch_sagemaker
+
+    def one(region: str) -> RegionQuota:
+        try:
+            quota, in_use, own, untyped = fetch_sagemaker(region, instance_type, stack, profile)
+        except PreflightError as err:
+            if "no AWS credentials" in str(err) or "have expired" in str(err):  # the account's, not the region's
+                raise
+            reason = str(err).removeprefix("AWS: ")
+            if "security token" in reason or "UnrecognizedClient" in reason:
+                reason = f"not enabled for this account (opt-in region?): {reason}"
+            return RegionQuota(region, error=reason[:200])
+        return RegionQuota(region, quota, in_use, own, untyped=tuple(untyped))
+
+    with ThreadPoolExecutor(max_workers=SAGEMAKER_REGIONS_AT_ONCE) as pool:
+        return list(pool.map(one, regions))
+
+
+T4_INSTANCE = catalog.sagemaker_t4_instance_for(1)
+
+
+def t4_offers() -> list[Offer]:
+    """Every SageMaker region the catalog has a price for: ml.g4dn.xlarge, on demand (no Spot capacity)."""
+    return [region_offer(region) for region in catalog.SAGEMAKER_REGIONAL_PRICES]
+
+
+def region_offer(region: str) -> Offer:
+    price = catalog.SAGEMAKER_REGIONAL_PRICES[region].get(T4_INSTANCE)
+    return Offer("sagemaker", region, T4_INSTANCE, None if price is None else price.usd_per_hour, None,
+                 "-" if price is None else price.source)

@@ -1,0 +1,94 @@
+"""SageMaker's stand-ins for the offline plan and the program's unit tests: what the AWS provider answers to a
+create (its computed outputs, for core.plan.mock_state) and to the functions the component calls
+(AwsWorld: what exists in the account before the program runs; getRegion), each answer with its source."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...components import provider_answers as answers
+from ...core.plan import ProviderInvokeError, physical_name
+
+MOCK_ACCOUNT = "123456789012"
+
+
+def _physical_name_key(typ: str) -> str:
+    """The input that holds a resource's physical name (S3 names buckets by `bucket`)."""
+    return "bucket" if typ == "aws:s3/bucket:Bucket" else "name"
+
+
+# The region the plan's mocks make resources in (core.plan.mock_state's ARNs and URLs).
+MOCK_REGION = "us-east-2"
+
+
+def aws_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tuple[str, dict[str, Any]]:
+    """An AWS resource as its provider answers a create: its id (the physical name), ARN, and the URLs the
+    components read (an ECR repository's, an SQS queue's)."""
+    key = _physical_name_key(typ)
+    physical = physical_name(logical, inputs, suffix, key)
+    service, _, kind = typ.split(":", 1)[1].partition("/")
+    resource = kind.split(":")[0].lower()
+    computed: dict[str, Any] = {"arn": f"arn:aws:{service}:{MOCK_REGION}:{MOCK_ACCOUNT}:{resource}/{physical}"}
+    if typ == "aws:ecr/repository:Repository":
+        computed["repositoryUrl"] = f"{MOCK_ACCOUNT}.dkr.ecr.{MOCK_REGION}.amazonaws.com/{physical}"
+    if typ == "aws:sqs/queue:Queue":
+        computed["url"] = f"https://sqs.{MOCK_REGION}.amazonaws.com/{MOCK_ACCOUNT}/{physical}"
+    return physical, {**computed, **inputs, key: physical}
+
+
+@dataclass
+class AwsWorld:
+    """What exists in the AWS account before the program runs, as the provider's invokes read it.
+    repositories: the ECR repositories by name; denied: the deploying account may not describe them."""
+
+    repositories: set[str] = field(default_factory=set)
+    denied: bool = False
+
+    def get_repository(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        name = args["name"]
+        if self.denied:
+            # source: answers.repository_access_denied (repository_data_source.go's AppendErrorf over the AWS
+            # SDK for Go v2's text), through the bridge and the engine (answers.engine_failure).
+            raise ProviderInvokeError(answers.engine_failure(
+                answers.GET_REPOSITORY, answers.repository_access_denied(name, MOCK_ACCOUNT, MOCK_REGION)))
+        if name not in self.repositories:
+            # source: answers.repository_not_found (terraform-provider-aws repository_data_source.go:
+            # "reading ECR Repository (%s): %s" over retry.NotFoundError's "couldn't find resource").
+            raise ProviderInvokeError(answers.engine_failure(answers.GET_REPOSITORY,
+                                                             answers.repository_not_found(name)))
+        # source: aws_ecr_repository's data source schema (repository_data_source.go): arn, name, registry_id,
+        # repository_url, image_tag_mutability, most_recent_image_tags, tags.
+        return {"id": name, "name": name, "registryId": MOCK_ACCOUNT,
+                "arn": f"arn:aws:ecr:{MOCK_REGION}:{MOCK_ACCOUNT}:repository/{name}",
+                "repositoryUrl": f"{MOCK_ACCOUNT}.dkr.ecr.{MOCK_REGION}.amazonaws.com/{name}",
+                "imageTagMutability": "IMMUTABLE", "mostRecentImageTags": [], "tags": {"app": "gemma4-t4"}}
+
+
+def region_answer(region: str) -> dict[str, Any]:
+    # source: terraform-provider-aws internal/service/meta/region_data_source.go: without arguments the data source
+    # answers the region the provider is configured with (id, name and region, the last two the same), from the
+    # provider's own configuration and without an AWS call.
+    return {"id": region, "name": region, "region": region}
+
+
+def region_unset() -> ProviderInvokeError:
+    # source: the AWS provider does not start without a region, and its configure fails with this text (published
+    # transcripts: pulumi/pulumi#3570, pulumi/pulumi#8837), through the bridge and the engine
+    # (answers.engine_failure).
+    return ProviderInvokeError(answers.engine_failure(
+        answers.GET_REGION, 'missing required configuration key "aws:region": The region where AWS operations will '
+        "take place. Examples are us-east-1, us-west-2, etc.\n    Set a value using the command `pulumi config set "
+        "aws:region <value>`."))
+
+
+def default_provider_region(args: Mapping[str, Any]) -> dict[str, Any]:
+    """getRegion of the default AWS provider: the program's aws:region, else AWS_REGION or AWS_DEFAULT_REGION."""
+    import pulumi
+
+    region = pulumi.Config("aws").get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if not region:
+        raise region_unset()
+    return region_answer(region)
