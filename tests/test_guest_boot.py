@@ -31,8 +31,8 @@ from conftest import REPO
 from guest import fake_nvidia, harness
 
 from gemma4_t4 import clouds
-from gemma4_t4.components import guest as render
-from gemma4_t4.components.gce import DATA_DISK_DEVICE_NAME
+from gemma4_t4.components.gce import guest as render
+from gemma4_t4.components.gce.component import DATA_DISK_DEVICE_NAME
 
 pytestmark = [pytest.mark.guest, pytest.mark.boot]
 

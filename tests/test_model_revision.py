@@ -12,7 +12,7 @@ import yaml
 
 from gemma4_t4 import catalog
 from gemma4_t4.catalog import models
-from gemma4_t4.components import guest as render
+from gemma4_t4.components.gce import guest as render
 from gemma4_t4.components.model_facts import Unsized, read_hub
 from gemma4_t4.core.plan import format_plan, revision_line
 

@@ -23,8 +23,8 @@ from pulumi_gcp._utilities import get_invoke_opts_defaults as gcp_invoke_default
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set, fix
 
-from . import provider_answers as answers
-from .base import (
+from .. import provider_answers as answers
+from ..base import (
     CostGuard,
     MemoryPlan,
     ServingArgs,
@@ -36,9 +36,10 @@ from .base import (
     warn_guards_off,
     with_alias,
 )
-from .config import GceT4ServerSettings, OnHostMaintenance, TerminationAction, gce_name, validate
+from ..config import gce_name, validate
+from ..serving import ServingPlan, check_serving, warn_unpinned
 from .guest import SERVING_METADATA_KEY, GuestSettings, bootstrap_script, render_serving_env, render_user_data
-from .serving import ServingPlan, check_serving, warn_unpinned
+from .settings import GceT4ServerSettings, OnHostMaintenance, TerminationAction
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:gce:T4Server"
