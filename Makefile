@@ -85,8 +85,8 @@ fit: fit-env
 # The guest's locked vLLM environment (cloudinit/locks/vllm-gce-VERSION.txt, one per selectable vLLM) and the boot test's CPU
 # stand-in lock, resolved with uv for CPython 3.13 on Linux x86_64 from the catalog's pins.
 guest-lock: $(VENV)/.installed
-	$(PY) -m gemma4_t4.components.guest_lock compile gce
-	$(PY) -m gemma4_t4.components.guest_lock compile standin
+	$(PY) -m gemma4_t4.components.gce.guest_lock compile gce
+	$(PY) -m gemma4_t4.components.gce.guest_lock compile standin
 
 # The guest booted for real: Debian 13 under systemd-nspawn, three boots to a serving vLLM (CPU
 # stand-in), a reboot without network, a replaced VM on the old disk, a driver repo outage.
@@ -96,7 +96,7 @@ guest-test: $(VENV)/.installed system-deps
 
 # mypy and the import linter read the package as it installs (pyproject.toml's package-dir puts components/,
 # cloudinit/ and turing/ inside gemma4_t4), built fresh into build/lint: a path they report,
-# gemma4_t4/components/gce.py, is components/gce.py here.
+# gemma4_t4/components/gce/component.py, is components/gce/component.py here.
 LINT_TREE := build/lint
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .

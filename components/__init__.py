@@ -3,7 +3,7 @@
     from gemma4_t4.components import GceT4Server, GceT4ServerArgs
     server = GceT4Server("llm", GceT4ServerArgs(zone="us-central1-a", max_model_len=8192))
 
-- ``GceT4Server``: an N1 VM with a T4 (gce.py), its guest set up by cloud-config (guest.py, cloudinit/);
+- ``GceT4Server``: an N1 VM with a T4 (gce/), its guest set up by cloud-config (gce/guest.py, cloudinit/);
 - ``SageMakerT4Endpoint``: an ml.g4dn endpoint (sagemaker.py) serving the clamped image that
   ``TuringImage`` builds with CodeBuild (image_build.py).
 

@@ -24,7 +24,7 @@ import pulumi_command as command
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set
 
-from . import guest
+from . import clamp
 from . import provider_answers as answers
 from .aws_iam import account_of, codebuild_trust, service_role
 from .base import answered, provider_for, refusals, type_token, with_alias
@@ -46,10 +46,10 @@ CODEBUILD_IMAGE = "aws/codebuild/amazonlinux2-x86_64-standard:5.0"
 
 def build_context_files() -> dict[str, Traversable]:
     """Archive path -> file: what the Dockerfile COPYs (the clamp's source and the gate), plus the buildspec."""
-    return {**{name: guest.CLAMP_DIR / name for name in ("Dockerfile", "buildspec.yml", "ecr-login.sh",
+    return {**{name: clamp.CLAMP_DIR / name for name in ("Dockerfile", "buildspec.yml", "ecr-login.sh",
                                                         "build-image.sh", "sm75_gate.py",
                                                         "hf_token_entrypoint.py")},
-            **guest.clamp_source()}
+            **clamp.clamp_source()}
 
 
 def image_tag(vllm_version: str, base_image: str) -> str:

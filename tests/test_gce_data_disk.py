@@ -15,8 +15,8 @@ from gemma4_t4 import catalog
 from gemma4_t4.clouds.gce import GCE, World
 from gemma4_t4.clouds.gce.standins import MOCK_GCP_PROJECT
 from gemma4_t4.components import provider_answers as answers
-from gemma4_t4.components.config.schema import GCE_OWN_LABELS
-from gemma4_t4.components.gce import GCE_NAME_MAX, RETAIN_LABEL, gce_resource_name
+from gemma4_t4.components.gce.component import GCE_NAME_MAX, RETAIN_LABEL, gce_resource_name
+from gemma4_t4.components.gce.settings import GCE_OWN_LABELS
 
 
 def stack_resource_name(project: str, stack: str, suffix: str) -> str:

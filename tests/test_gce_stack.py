@@ -10,7 +10,7 @@ import yaml
 from conftest import REPO, require_tool, run
 
 from gemma4_t4 import catalog
-from gemma4_t4.components import guest as render
+from gemma4_t4.components.gce import guest as render
 from gemma4_t4.components.model_facts import model_facts
 
 pytestmark = pytest.mark.components

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from conftest import REPO, require_tool, run
 
-from gemma4_t4.components import guest as render
+from gemma4_t4.components.gce import guest as render
 
 pytestmark = pytest.mark.guest
 
@@ -297,7 +297,7 @@ def _serve(tmp_path, vllm_args: str) -> subprocess.CompletedProcess:
 
 
 def test_a_vllm_argument_with_a_space_reaches_vllm_whole(tmp_path):
-    """The producer (components/guest.py) writes the line, systemd passes it as written (an unquoted start,
+    """The producer (components/gce/guest.py) writes the line, systemd passes it as written (an unquoted start,
     no backslash: src/basic/env-file.c's VALUE state), serve.sh splits it into an array: a value with a space
     is one argument, and a glob is not expanded."""
     args = ["--model", "google/gemma-4-E2B-it", "--served-model-name", "gemma 4", "--chat-template", "*.jinja",

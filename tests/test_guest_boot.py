@@ -30,9 +30,9 @@ import yaml
 from conftest import REPO
 from guest import fake_nvidia, harness
 
-from gemma4_t4 import clouds
-from gemma4_t4.components import guest as render
-from gemma4_t4.components.gce import DATA_DISK_DEVICE_NAME
+from gemma4_t4 import catalog, clouds
+from gemma4_t4.components.gce import guest as render
+from gemma4_t4.components.gce.component import DATA_DISK_DEVICE_NAME
 
 pytestmark = [pytest.mark.guest, pytest.mark.boot]
 
@@ -342,14 +342,17 @@ def test_boot_1_blank_disk_to_serving(world):
     assert "FAILED at step" not in provision, "a healthy first boot fails no step (apt's lock is waited for)"
     assert "Daily apt download activities" in vm.journal("apt-daily"), "apt's daily job ran beside provisioning"
     assert "creating ext4" in provision and "swap on" in provision
-    assert "nvidia-driver 615.71.09-1 installed (branch 615)" in provision
+    branch = catalog.PINS["nvidia.driver_branch"]
+    assert f"nvidia-driver {fake_nvidia.BRANCHES[branch]} installed (branch {branch})" in provision
     assert "rebooting to load the NVIDIA driver (reboot 1 of at most 2)" in provision
     assert "no linux-headers-" in provision, "the container's kernel has no Debian headers: the fallback runs"
-    # NVIDIA's pin held every driver package to 615 although the repository also has 620.
+    # NVIDIA's pin held every driver package to the pinned branch although the repository also has a newer one.
+    assert max(fake_nvidia.BRANCHES, key=int) != branch, "the stand-in repository offers a branch above the pin"
     packages = ["nvidia-driver", *fake_nvidia.DRIVER_PACKAGES]
     versions = vm.exec("dpkg-query", "-W", "-f=${Package} ${Version}\\n", *packages).stdout.split()
     installed = dict(zip(versions[::2], versions[1::2], strict=True))
-    assert sorted(installed) == sorted(packages) and all(v.startswith("615.") for v in installed.values()), installed
+    assert sorted(installed) == sorted(packages) and all(v.startswith(f"{branch}.") for v in installed.values()), \
+        installed
     # Persistence mode is on although NVIDIA's unit is static and starts the daemon with --no-persistence-mode.
     assert active(vm, "nvidia-persistenced"), vm.exec("systemctl", "status", "nvidia-persistenced").stdout
     persistence = vm.exec("nvidia-smi", "--query-gpu=persistence_mode", "--format=csv,noheader").stdout.strip()

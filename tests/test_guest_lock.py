@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from gemma4_t4 import catalog
-from gemma4_t4.components import guest_lock as lock
+from gemma4_t4.components.gce import guest_lock as lock
 
 pytestmark = pytest.mark.guest
 

@@ -13,6 +13,8 @@ import pytest
 from conftest import REPO
 from guest import net
 
+from gemma4_t4 import catalog
+
 pytestmark = pytest.mark.guest
 
 SCRIPTS = REPO / "cloudinit" / "scripts"
@@ -121,10 +123,11 @@ def test_writes_stay_within_the_documented_rate(attrs):
 def test_publish_writes_the_changed_keys_to_the_metadata_server(attrs, metadata_server, monkeypatch):
     base, state_dir, _set_attribute = metadata_server
     monkeypatch.setattr(attrs, "URL", base + "instance/guest-attributes/gemma4-t4/")
-    assert attrs.main(["phase", "driver", "NVIDIA", "driver", "615"]) == 0
+    branch = catalog.PINS["nvidia.driver_branch"]
+    assert attrs.main(["phase", "driver", "NVIDIA", "driver", branch]) == 0
     assert sorted(attrs.publish(time.time())) == ["detail", "history", "phase"]
     stored = json.loads((state_dir / "guest-attributes.json").read_text())["gemma4-t4"]
-    assert stored["phase"] == "driver" and stored["detail"] == "NVIDIA driver 615"
+    assert stored["phase"] == "driver" and stored["detail"] == f"NVIDIA driver {branch}"
     assert stored["history"].startswith("driver@")
     assert attrs.publish(time.time()) == [], "nothing changed, nothing written"
     with urlopen_flavored(base + "instance/guest-attributes/gemma4-t4/phase") as answer:

@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO, free_port
 
 from gemma4_t4 import catalog
-from gemma4_t4.components import guest
+from gemma4_t4.components.gce import guest
 
 pytestmark = pytest.mark.guest
 

@@ -22,7 +22,7 @@ from conftest import REPO, free_port
 from packaging.utils import canonicalize_name
 
 from gemma4_t4 import catalog
-from gemma4_t4.components import guest_lock
+from gemma4_t4.components.gce import guest_lock
 from gemma4_t4.components.serving import ServingConfig
 from gemma4_t4.core import ops
 from gemma4_t4.core.targets import HttpTarget

@@ -13,7 +13,7 @@ import yaml
 from gemma4_t4 import catalog
 from gemma4_t4.catalog import models
 from gemma4_t4.cli import plan as plan_cli
-from gemma4_t4.components import guest as render
+from gemma4_t4.components.gce import guest as render
 from gemma4_t4.components.model_facts import Unsized, read_hub
 from gemma4_t4.core.plan import revision_line
 

@@ -30,7 +30,7 @@ def test_installing_the_project_adds_only_gemma4_t4(tmp_path):
     top_level = {p.name for p in site.iterdir() if not p.name.endswith((".dist-info", "__pycache__"))} - before
     assert top_level == {"gemma4_t4"}
     files = {p.relative_to(site / "gemma4_t4").as_posix() for p in (site / "gemma4_t4").rglob("*.py")}
-    assert {"cli/__init__.py", "core/plan.py", "catalog/pins.py", "contract.py", "components/gce.py",
+    assert {"cli/__init__.py", "core/plan.py", "catalog/pins.py", "contract.py", "components/gce/component.py",
             "components/package.py", "clouds/gce/cloud.py", "clouds/sagemaker/cloud.py", "program.py"} <= files
     data = {p.relative_to(site / "gemma4_t4").as_posix() for p in (site / "gemma4_t4").rglob("*") if p.is_file()}
     assert {"cloudinit/bootstrap.sh", "cloudinit/units/gemma4-vllm.service", "cloudinit/locks/vllm-gce-0.30.0.txt",

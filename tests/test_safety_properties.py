@@ -23,15 +23,15 @@ pytestmark = [pytest.mark.components, pytest.mark.build]
 
 # (what is guarded, file, the source as it is, the source broken)
 MUTATIONS = [
-    ("the data disk outlives the VM", "components/gce.py",
+    ("the data disk outlives the VM", "components/gce/component.py",
      "retain_on_delete=settings.retain_data_disk", "retain_on_delete=False"),
-    ("GPU VMs terminate on host maintenance", "components/gce.py",
+    ("GPU VMs terminate on host maintenance", "components/gce/component.py",
      "on_host_maintenance=settings.on_host_maintenance.value", 'on_host_maintenance="MIGRATE"'),
-    ("only IAP may reach SSH", "components/gce.py",
+    ("only IAP may reach SSH", "components/gce/component.py",
      "source_ranges=[IAP_SSH_SOURCE_RANGE]", 'source_ranges=["0.0.0.0/0"]'),
-    ("the deny-all outranks the network's own rules", "components/gce.py",
+    ("the deny-all outranks the network's own rules", "components/gce/component.py",
      "priority=catalog.FIREWALL_DENY_PRIORITY", "priority=65535"),
-    ("vLLM beyond loopback needs an API key", "components/config/schema.py",
+    ("vLLM beyond loopback needs an API key", "components/gce/settings.py",
      "if self.api_key is None or", "if False and self.api_key is None or"),
     ("vLLM listens on loopback", "components/serving.py",
      '"--host", self.host', '"--host", "0.0.0.0"'),

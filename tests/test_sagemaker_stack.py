@@ -228,7 +228,7 @@ def test_a_changed_clamp_changes_the_tag_and_an_unchanged_one_does_not(tmp_path,
     assert image_build.context_hash(base) == before
     copy = tmp_path / "turing"
     shutil.copytree(REPO / "turing", copy, ignore=shutil.ignore_patterns("results", "__pycache__", "*.egg-info"))
-    monkeypatch.setattr(image_build.guest, "CLAMP_DIR", copy)
+    monkeypatch.setattr(image_build.clamp, "CLAMP_DIR", copy)
     assert image_build.context_hash(base) == before
     (copy / "turing_clamp" / "policy.py").write_text((copy / "turing_clamp" / "policy.py").read_text() + "\n# edit\n")
     assert image_build.context_hash(base) != before

@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from gemma4_t4.components import guest as render
+from gemma4_t4.components.gce import guest as render
 
 pytestmark = pytest.mark.components
 

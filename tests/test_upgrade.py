@@ -58,7 +58,7 @@ REPLACED_SINCE_020 = {
         "a new configuration, and the endpoint's name made from it",
 }
 # Inputs changed since 0.2.0 by an in-place update, not a replacement: (type, input) -> the keys added. The data
-# disk's label that mirrors retainDataDisk (components/gce.py RETAIN_LABEL): google_compute_disk's labels have no
+# disk's label that mirrors retainDataDisk (components/gce/component.py RETAIN_LABEL): google_compute_disk's labels have no
 # ForceNew, a change is a setLabels call (terraform-provider-google resource_compute_disk.go:637-646 and
 # 1418-1431 at e03b7622).
 ADDED_IN_PLACE = {("gcp:compute/disk:Disk", "labels"): {"gemma4-t4-retain-data-disk"}}
@@ -162,7 +162,7 @@ def test_every_resource_of_a_020_stack_is_matched_and_not_replaced(run_stack, st
 
 def test_without_the_aliases_everything_would_be_replaced(run_stack, monkeypatch):
     """The check above fails where it should: drop the aliases and no resource of 0.2.0 is matched."""
-    from gemma4_t4.components import gce
+    from gemma4_t4.components.gce import component as gce
 
     monkeypatch.setattr(gce, "with_alias", lambda opts, old_type: opts)
     recorded = RECORDED["stacks"]["gce-t4"]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping
 from enum import Enum
-from typing import Any, TypeVar
+from importlib import import_module
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -20,17 +21,24 @@ from gemma4_t4.errors import ConfigError, FrontEnd, Set, Unset
 
 from .schema import (
     DType,
-    GceT4ServerSettings,
     ImageBuilder,
-    OnHostMaintenance,
     SageMakerT4EndpointSettings,
     ScalingMetric,
     ServingSettings,
-    TerminationAction,
     check_sagemaker_region,
     gce_name,
     parse_ttl,
 )
+
+if TYPE_CHECKING:
+    from ..gce.settings import GceT4ServerSettings, OnHostMaintenance, TerminationAction
+
+# A cloud's Settings live in its folder and import the shared rules from here: loaded on first use, not at import,
+# so that either side may be imported first.
+_IN_A_CLOUDS_FOLDER = {
+    "GceT4ServerSettings": "..gce.settings", "OnHostMaintenance": "..gce.settings",
+    "TerminationAction": "..gce.settings",
+}
 
 Settings = TypeVar("Settings", bound=ServingSettings)
 
@@ -128,3 +136,9 @@ def validate(model: type[Settings], args: Mapping[str, Any], front_end: FrontEnd
 __all__ = ["DType", "GceT4ServerSettings", "ImageBuilder", "OnHostMaintenance", "SageMakerT4EndpointSettings",
            "ScalingMetric", "ServingSettings", "TerminationAction", "check_sagemaker_region", "closest_setting",
            "gce_name", "keys_of", "parse_ttl", "to_config_error", "validate"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _IN_A_CLOUDS_FOLDER:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_IN_A_CLOUDS_FOLDER[name], __name__), name)

@@ -13,6 +13,7 @@ import asyncio
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import pulumi
@@ -23,8 +24,8 @@ from pulumi_gcp._utilities import get_invoke_opts_defaults as gcp_invoke_default
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set, fix
 
-from . import provider_answers as answers
-from .base import (
+from .. import provider_answers as answers
+from ..base import (
     CostGuard,
     MemoryPlan,
     ServingArgs,
@@ -36,9 +37,10 @@ from .base import (
     warn_guards_off,
     with_alias,
 )
-from .config import GceT4ServerSettings, OnHostMaintenance, TerminationAction, gce_name, validate
+from ..config import gce_name, validate
+from ..serving import ServingPlan, check_serving, warn_unpinned
 from .guest import SERVING_METADATA_KEY, GuestSettings, bootstrap_script, render_serving_env, render_user_data
-from .serving import ServingPlan, check_serving, warn_unpinned
+from .settings import GceT4ServerSettings, OnHostMaintenance, TerminationAction
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:gce:T4Server"
@@ -475,6 +477,156 @@ def first_boot_nat_usd(plan: ServingPlan) -> float:
     return round(first_boot_download_bytes(plan) / catalog.GIB * price, 2)
 
 
+
+@dataclass(frozen=True)
+class CheckedServer:
+    """What the refusals read before anything is registered: the settings, the serving plan, the fixed names,
+    and the retained data disk to adopt (its id; None: a new disk)."""
+
+    settings: GceT4ServerSettings
+    plan: ServingPlan
+    vm_name: str
+    disk_name: str
+    adopted_disk: str | None
+
+
+def check_server(name: str, args: GceT4ServerArgs, opts: pulumi.ResourceOptions | None) -> CheckedServer:
+    """Everything a refusal needs, checked before anything is registered: a refused setting creates no resource."""
+    settings = validate(GceT4ServerSettings, args)
+    plan = check_serving(settings, catalog.GCE_ACCELERATORS.get(settings.gpu_type), settings.host, settings.port)
+    check_host(settings, plan)
+    # Fixed names: the next `up` after a destroy finds the retained disk under its name and adopts
+    # it (an import; in the state already, the engine just updates it).
+    prefix = settings.name_prefix or default_name_prefix(name)
+    vm_name, disk_name = gce_resource_name(prefix, "vm"), gce_resource_name(prefix, "data")
+    invoke = pulumi.InvokeOptions(provider=provider_for("gcp", opts), parent=opts.parent if opts else None)
+    return CheckedServer(settings, plan, vm_name, disk_name, adoptable_disk(disk_name, settings, vm_name, invoke))
+
+
+def serving_values(plan: ServingPlan, api_key: pulumi.Input[str] | None) -> pulumi.Input[str]:
+    """The metadata value the guest starts vLLM with (and restarts it on when it changes)."""
+    serving = plan.serving
+    checkpoint_bytes = plan.facts.checkpoint_bytes if plan.facts else 0
+    if api_key is None:
+        return render_serving_env(serving.vllm_args(), serving.port, checkpoint_bytes)
+    # A secret: the whole value is kept encrypted in the state, and the guest writes it to a file only
+    # root reads (systemd hands it to vLLM as VLLM_API_KEY, out of its command line).
+    return pulumi.Output.secret(pulumi.Output.from_input(api_key).apply(
+        lambda key: render_serving_env(serving.vllm_args(), serving.port, checkpoint_bytes, api_key=key)))
+
+
+def private_network(name: str, settings: GceT4ServerSettings,
+                    parent: pulumi.Resource) -> tuple[pulumi.Input[str], pulumi.Input[str]]:
+    """The network and subnetwork the VM joins: the caller's, else a private network of the component's own."""
+    if settings.network is not None:
+        return settings.network, settings.subnetwork
+    project = settings.project or None
+    network_id: pulumi.Input[str] = gcp.compute.Network(
+        f"{name}-net", auto_create_subnetworks=False, project=project,
+        description="gemma4-t4: private network, no ingress but IAP SSH", opts=pulumi.ResourceOptions(parent=parent)).id
+    subnet_id: pulumi.Input[str] = gcp.compute.Subnetwork(
+        f"{name}-subnet", network=network_id, region=settings.region, project=project,
+        ip_cidr_range=SUBNET_CIDR, private_ip_google_access=True,
+        # A zone in another region replaces the subnet, and GCE refuses a range that overlaps another
+        # subnet of the network, in any region ("Invalid IPCidrRange: ... conflicts with existing
+        # subnetwork '...' in region '...'", a transcript: terraform-google-modules/
+        # terraform-google-network#20): the old one goes first.
+        opts=pulumi.ResourceOptions(parent=parent, delete_before_replace=True)).id
+    return network_id, subnet_id
+
+
+def data_disk(name: str, checked: CheckedServer, labels: dict[str, str], parent: pulumi.Resource) -> gcp.compute.Disk:
+    """The disk for the checkpoints, the vLLM venv and the compile cache, adopted when a retained one is there."""
+    settings = checked.settings
+    if checked.adopted_disk:
+        pulumi.log.info(f"adopting the retained data disk {checked.disk_name} ({checked.adopted_disk})",
+                        resource=parent)
+    return gcp.compute.Disk(
+        f"{name}-data",
+        name=checked.disk_name,
+        zone=settings.zone,
+        project=settings.project or None,
+        type=settings.data_disk_type,
+        size=settings.data_disk_size_gb,
+        labels={**labels, RETAIN_LABEL: str(settings.retain_data_disk).lower()},
+        # The checkpoints, the vLLM venv and the compile cache outlive the VM: `pulumi destroy`
+        # leaves this disk (and its storage bill) for the next VM unless retainDataDisk is false.
+        opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=settings.retain_data_disk,
+                                    import_=checked.adopted_disk),
+    )
+
+
+@dataclass(frozen=True)
+class VmNetwork:
+    """Where the VM joins: its subnetwork, the tag its firewall rules target, and the Cloud NAT it waits for."""
+
+    subnetwork: pulumi.Input[str]
+    tag: str
+    nat: gcp.compute.RouterNat | None
+
+
+def guest_user_data(settings: GceT4ServerSettings) -> str:
+    """The cloud-config that sets the guest up (cloudinit/): the data disk, swap, the idle stop and vLLM."""
+    return render_user_data(GuestSettings(
+        DATA_DISK_DEVICE_NAME, settings.swap_size_gb, idle_stop_minutes=settings.idle_stop_minutes,
+        vllm_version=settings.vllm_version))
+
+
+def server_vm(name: str, checked: CheckedServer, network: VmNetwork, disk: gcp.compute.Disk,
+              labels: dict[str, str], parent: pulumi.Resource) -> gcp.compute.Instance:
+    """The VM: its boot disk, its T4s, the data disk, the network it joins and its guest's metadata."""
+    settings = checked.settings
+    user_data = guest_user_data(settings)
+    return gcp.compute.Instance(
+        name,
+        name=checked.vm_name,
+        zone=settings.zone,
+        project=settings.project or None,
+        machine_type=settings.machine_type,
+        boot_disk=gcp.compute.InstanceBootDiskArgs(
+            auto_delete=True,
+            initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                image=catalog.PINS["gce.image"], size=settings.boot_disk_size_gb, type=settings.boot_disk_type),
+        ),
+        guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=settings.gpu_type,
+                                                                     count=settings.gpu_count)],
+        scheduling=scheduling(settings),
+        attached_disks=[gcp.compute.InstanceAttachedDiskArgs(source=disk.self_link,
+                                                             device_name=DATA_DISK_DEVICE_NAME)],
+        network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
+            subnetwork=network.subnetwork,
+            # An ephemeral public address for egress only (apt, PyPI, Hugging Face): the firewall denies every
+            # source but IAP's SSH. Without one, Cloud NAT (or the caller's network) carries the downloads.
+            access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()] if settings.external_ip
+            else [],
+        )],
+        # Updated in place (setMetadata): the serving values, which the guest watches and restarts vLLM
+        # with, and guest attributes on, for the boot's progress (the gemma4-t4/ namespace).
+        metadata={"user-data": user_data, SERVING_METADATA_KEY: serving_values(checked.plan, settings.api_key),
+                  "enable-oslogin": "TRUE", "enable-guest-attributes": "TRUE"},
+        # The provider replaces the VM when this changes (ForceNew); it names the user-data's hash.
+        # cloud-init applies user-data once per instance: a changed guest means a new VM.
+        metadata_startup_script=bootstrap_script(user_data),
+        # The open DKMS module is unsigned: Secure Boot would refuse to load it.
+        shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
+            enable_secure_boot=False, enable_vtpm=True, enable_integrity_monitoring=True),
+        tags=[network.tag],
+        labels=labels,
+        allow_stopping_for_update=True,
+        # The data disk attaches to one VM at a time: a replaced VM goes before its successor comes.
+        opts=pulumi.ResourceOptions(parent=parent, delete_before_replace=True,
+                                    depends_on=[network.nat] if network.nat else None),
+    )
+
+
+def connect_command(instance: gcp.compute.Instance, port: int) -> pulumi.Output[str]:
+    """The IAP tunnel to vLLM's port; -f: ssh goes to the background once the forward is up, so the shell
+    comes back."""
+    return pulumi.Output.format(
+        "gcloud compute ssh {0} --project {1} --zone {2} --tunnel-through-iap -- -f -N -L {3}",
+        instance.name, instance.project, instance.zone, f"{port}:127.0.0.1:{port}")
+
+
 class GceT4Server(T4ServingComponent):
     """Gemma 4 on a Tesla T4 in Google Compute Engine: an N1 VM (Debian 13, NVIDIA 615 driver, vLLM with the
     Turing clamp as a service) whose OpenAI API listens on the VM's loopback, reached through an IAP SSH
@@ -494,139 +646,66 @@ class GceT4Server(T4ServingComponent):
     """With the component's Cloud NAT: what NAT processing of the first boot's downloads costs (the model's
     checkpoint and the vLLM environment, at the catalog's list price); absent without one."""
 
+
     # args: {} when omitted (read, never changed); Pulumi's analyzer reads its annotation as the package's inputs.
     def __init__(self, name: str, args: GceT4ServerArgs = {},  # noqa: B006
                  opts: pulumi.ResourceOptions | None = None) -> None:
-        # Everything a refusal needs is checked before anything is registered: a refused setting
-        # creates no resource.
         with refusals(GceT4ServerArgs.__name__):
-            settings = validate(GceT4ServerSettings, args)
-            plan = check_serving(settings, catalog.GCE_ACCELERATORS.get(settings.gpu_type), settings.host,
-                                 settings.port)
-            check_host(settings, plan)
-            # Fixed names: the next `up` after a destroy finds the retained disk under its name and adopts
-            # it (an import; in the state already, the engine just updates it).
-            prefix = settings.name_prefix or default_name_prefix(name)
-            vm_name, disk_name = gce_resource_name(prefix, "vm"), gce_resource_name(prefix, "data")
-            invoke = pulumi.InvokeOptions(provider=provider_for("gcp", opts), parent=opts.parent if opts else None)
-            existing = adoptable_disk(disk_name, settings, vm_name, invoke)
-        serving = plan.serving
-        user_data = render_user_data(GuestSettings(
-            DATA_DISK_DEVICE_NAME, settings.swap_size_gb, idle_stop_minutes=settings.idle_stop_minutes,
-            vllm_version=settings.vllm_version))
-        checkpoint_bytes = plan.facts.checkpoint_bytes if plan.facts else 0
-        serving_env: pulumi.Input[str] = render_serving_env(serving.vllm_args(), serving.port, checkpoint_bytes)
-        if settings.api_key is not None:
-            # A secret: the whole value is kept encrypted in the state, and the guest writes it to a file only
-            # root reads (systemd hands it to vLLM as VLLM_API_KEY, out of its command line).
-            serving_env = pulumi.Output.secret(pulumi.Output.from_input(settings.api_key).apply(
-                lambda key: render_serving_env(serving.vllm_args(), serving.port, checkpoint_bytes, api_key=key)))
-
+            checked = check_server(name, args, opts)
         super().__init__(type_token(GceT4Server), name, None, with_alias(opts, LEGACY_TYPE))
+        self._log_plan(checked)
+        labels = {"app": APP_LABEL, **checked.settings.labels}
+        network = self._network(name, checked.settings)
+        disk = data_disk(name, checked, labels, self)
+        vm = server_vm(name, checked, network, disk, labels, self)
+        grant_operators(name, checked.settings.operators, vm, pulumi.ResourceOptions(parent=self))
+        cost = self._cost_per_hour(checked.settings)
+        self._set_outputs(checked, disk, network.nat, cost)
+        self._register_vm(checked, vm, cost)
+
+    def _log_plan(self, checked: CheckedServer) -> None:
+        if checked.plan.memory is not None:
+            pulumi.log.info(f"memory plan: {checked.plan.memory.summary()}", resource=self)
+        _log_shape(checked.settings, self)
+
+    def _network(self, name: str, settings: GceT4ServerSettings) -> VmNetwork:
+        """The VM's network, the firewall for its tag, and (without an external IP) its Cloud NAT."""
         child = pulumi.ResourceOptions(parent=self)
-        labels = {"app": APP_LABEL, **settings.labels}
-        project = settings.project or None
-        if plan.memory is not None:
-            pulumi.log.info(f"memory plan: {plan.memory.summary()}", resource=self)
-        _log_shape(settings, self)
-        network_tag = f"{name}-iap-ssh"
+        network_id, subnet_id = private_network(name, settings, self)
+        tag = f"{name}-iap-ssh"
+        firewall(name, settings, network_id, tag, child)
+        return VmNetwork(subnet_id, tag, cloud_nat(name, settings, network_id, subnet_id, child))
 
-        if settings.network is None:
-            network_id: pulumi.Input[str] = gcp.compute.Network(
-                f"{name}-net", auto_create_subnetworks=False, project=project,
-                description="gemma4-t4: private network, no ingress but IAP SSH", opts=child).id
-            subnet_id: pulumi.Input[str] = gcp.compute.Subnetwork(
-                f"{name}-subnet", network=network_id, region=settings.region, project=project,
-                ip_cidr_range=SUBNET_CIDR, private_ip_google_access=True,
-                # A zone in another region replaces the subnet, and GCE refuses a range that overlaps another
-                # subnet of the network, in any region ("Invalid IPCidrRange: ... conflicts with existing
-                # subnetwork '...' in region '...'", a transcript: terraform-google-modules/
-                # terraform-google-network#20): the old one goes first.
-                opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True)).id
-        else:
-            network_id, subnet_id = settings.network, settings.subnetwork
-        firewall(name, settings, network_id, network_tag, child)
-        nat = cloud_nat(name, settings, network_id, subnet_id, child)
-        if existing:
-            pulumi.log.info(f"adopting the retained data disk {disk_name} ({existing})", resource=self)
-        data_disk = gcp.compute.Disk(
-            f"{name}-data",
-            name=disk_name,
-            zone=settings.zone,
-            project=project,
-            type=settings.data_disk_type,
-            size=settings.data_disk_size_gb,
-            labels={**labels, RETAIN_LABEL: str(settings.retain_data_disk).lower()},
-            # The checkpoints, the vLLM venv and the compile cache outlive the VM: `pulumi destroy`
-            # leaves this disk (and its storage bill) for the next VM unless retainDataDisk is false.
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=settings.retain_data_disk, import_=existing),
-        )
-        instance = gcp.compute.Instance(
-            name,
-            name=vm_name,
-            zone=settings.zone,
-            project=project,
-            machine_type=settings.machine_type,
-            boot_disk=gcp.compute.InstanceBootDiskArgs(
-                auto_delete=True,
-                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                    image=catalog.PINS["gce.image"], size=settings.boot_disk_size_gb, type=settings.boot_disk_type),
-            ),
-            guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=settings.gpu_type,
-                                                                         count=settings.gpu_count)],
-            scheduling=scheduling(settings),
-            attached_disks=[gcp.compute.InstanceAttachedDiskArgs(source=data_disk.self_link,
-                                                                 device_name=DATA_DISK_DEVICE_NAME)],
-            network_interfaces=[gcp.compute.InstanceNetworkInterfaceArgs(
-                subnetwork=subnet_id,
-                # An ephemeral public address for egress only (apt, PyPI, Hugging Face): the firewall denies every
-                # source but IAP's SSH. Without one, Cloud NAT (or the caller's network) carries the downloads.
-                access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()] if settings.external_ip
-                else [],
-            )],
-            # Updated in place (setMetadata): the serving values, which the guest watches and restarts vLLM
-            # with, and guest attributes on, for the boot's progress (the gemma4-t4/ namespace).
-            metadata={"user-data": user_data, SERVING_METADATA_KEY: serving_env, "enable-oslogin": "TRUE",
-                      "enable-guest-attributes": "TRUE"},
-            # The provider replaces the VM when this changes (ForceNew); it names the user-data's hash.
-            # cloud-init applies user-data once per instance: a changed guest means a new VM.
-            metadata_startup_script=bootstrap_script(user_data),
-            # The open DKMS module is unsigned: Secure Boot would refuse to load it.
-            shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
-                enable_secure_boot=False, enable_vtpm=True, enable_integrity_monitoring=True),
-            tags=[network_tag],
-            labels=labels,
-            allow_stopping_for_update=True,
-            # The data disk attaches to one VM at a time: a replaced VM goes before its successor comes.
-            opts=pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[nat] if nat else None),
-        )
-        grant_operators(name, settings.operators, instance, child)
-
+    def _cost_per_hour(self, settings: GceT4ServerSettings) -> float | None:
         cost = cost_per_hour_usd(settings)
         if cost is None:
             missing = sorted({key for key in billed_items(settings)
                               if key not in catalog.GCE_PRICES.get(settings.region, {})})
             pulumi.log.warn(f"no catalog price for {', '.join(missing)} in {settings.region}: cost not estimated",
                             resource=self)
+        return cost
+
+    def _set_outputs(self, checked: CheckedServer, disk: gcp.compute.Disk, nat: gcp.compute.RouterNat | None,
+                     cost: float | None) -> None:
+        settings, plan, serving = checked.settings, checked.plan, checked.plan.serving
         guards = cost_guards(settings, catalog.health_bound_minutes(plan.facts.checkpoint_bytes if plan.facts else 0),
                              cost)
         warn_guards_off(guards, self)
         self.cost_guards = pulumi.Output.from_input(guards)
         warn_unpinned(serving, self)
         self.model_revision = pulumi.Output.from_input(serving.revision or "") if serving.from_hub else None
-        self.data_disk_name = data_disk.name
+        self.data_disk_name = disk.name
         self.first_boot_nat_usd = pulumi.Output.from_input(first_boot_nat_usd(plan)) if nat else None
         self.memory_plan = pulumi.Output.from_input(cast(MemoryPlan, plan.memory.as_output())) if plan.memory else None
-        forward = f"{serving.port}:127.0.0.1:{serving.port}"
+
+    def _register_vm(self, checked: CheckedServer, vm: gcp.compute.Instance, cost: float | None) -> None:
+        settings, serving = checked.settings, checked.plan.serving
         self._register_contract(
             cloud="gce",
             port=serving.port,
             served_model_name=serving.served_model_name,
-            target={"instance": instance.name, "zone": instance.zone, "project": instance.project},
-            # -f: ssh goes to the background once the forward is up, so the shell comes back.
-            connect_command=pulumi.Output.format(
-                "gcloud compute ssh {0} --project {1} --zone {2} --tunnel-through-iap -- -f -N -L {3}",
-                instance.name, instance.project, instance.zone, forward),
+            target={"instance": vm.name, "zone": vm.zone, "project": vm.project},
+            connect_command=connect_command(vm, serving.port),
             cost_per_hour_usd=cost,
             # None where the catalog has no price for the region: unknown, never $0 (the disk bills).
             billing_after_destroy_usd_per_month=data_disk_monthly_usd(settings) if settings.retain_data_disk else 0.0,
