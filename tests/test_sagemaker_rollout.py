@@ -22,8 +22,8 @@ from aws_standin import ACCOUNT, _backend, fire_schedule, set_endpoint_status
 from conftest import REPO
 
 from gemma4_t4 import catalog, clouds
-from gemma4_t4.components import sagemaker as component
-from gemma4_t4.components.scripts import endpoint_watch, ttl_passed
+from gemma4_t4.components.sagemaker import component
+from gemma4_t4.components.sagemaker.steps import endpoint_watch, ttl_passed
 from gemma4_t4.core import preflight
 from gemma4_t4.core.plan import MOCK_NOW
 

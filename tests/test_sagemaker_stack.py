@@ -18,10 +18,10 @@ from conftest import REPO, require_tool, run
 
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.sagemaker import World as SageMakerWorld
-from gemma4_t4.components import image_build
+from gemma4_t4.components.sagemaker import image as image_build
 from gemma4_t4.components import provider_answers as answers
-from gemma4_t4.components.local_step import python_step
-from gemma4_t4.components.scripts import codebuild_run
+from gemma4_t4.components.step import python_step
+from gemma4_t4.components.sagemaker.steps import build as codebuild_run
 from gemma4_t4.core.plan import SECRET_PLACEHOLDER
 
 pytestmark = pytest.mark.components
@@ -565,7 +565,7 @@ def test_build_step_runs_with_the_programs_interpreter_after_the_role_policy(run
     # The interpreter running the program has the package, whatever directory the program is in; named by its
     # place in the project, so every clone records the same step.
     # (test_no_step_records_a_path_of_this_machine: that place, as the state records it)
-    assert build.inputs["create"] == python_step("gemma4_t4.components.scripts.codebuild_run")
+    assert build.inputs["create"] == python_step(codebuild_run.MODULE)
     assert f"{POLICY}::gemma4-t4-image-build-role-policy" in build.options["dependsOn"]
     request = json.loads(_build_env(plan)["GEMMA4_T4_BUILD"])
     policy = plan.find(POLICY, "gemma4-t4-image-build-role-policy")[0].state
@@ -586,7 +586,7 @@ def test_no_step_records_a_path_of_this_machine(run_stack, overrides, tmp_path, 
     assert {s.name for s in steps} >= {"gemma4-t4-account-check", "gemma4-t4-endpoint-watch", "gemma4-t4-ttl-passed"}
     here = {str(project), str(REPO), os.path.realpath(REPO), sys.base_prefix, os.path.expanduser("~")}
     assert plan.one(COMMAND, "gemma4-t4-account-check").inputs["create"] == (
-        '"${GEMMA4_T4_PYTHON:-.venv/bin/python}" -m gemma4_t4.clouds.aws_account_check')
+        '"${GEMMA4_T4_PYTHON:-.venv/bin/python}" -m gemma4_t4.components.sagemaker.steps.account_check')
     for step in steps:
         recorded = json.dumps({k: step.inputs.get(k) for k in ("create", "environment", "triggers")})
         assert not any(path in recorded for path in here), f"{step.name} records {recorded}"
@@ -602,7 +602,7 @@ def _clone(root, monkeypatch):
 
 
 def test_two_clones_record_the_same_step_and_each_runs_its_own_interpreter(tmp_path, monkeypatch):
-    from gemma4_t4.components.local_step import python_step
+    from gemma4_t4.components.step import python_step
 
     steps = []
     for clone in ("alice", "bob"):
@@ -617,7 +617,7 @@ def test_two_clones_record_the_same_step_and_each_runs_its_own_interpreter(tmp_p
 
 
 def test_an_interpreter_outside_the_project_is_named_at_run_time(tmp_path, monkeypatch):
-    from gemma4_t4.components.local_step import python_step
+    from gemma4_t4.components.step import python_step
 
     monkeypatch.chdir(tmp_path)
     step = python_step("site") + " --user-base"
@@ -661,7 +661,7 @@ def test_build_step_gets_the_providers_profile_keys_role_and_endpoints(run_stack
 
 def test_no_aws_cli_and_no_shell_script_left():
     assert not (REPO / "components" / "scripts" / "codebuild-run.sh").exists()
-    step = (REPO / "components" / "scripts" / "codebuild_run.py").read_text()
+    step = (REPO / "components" / "sagemaker" / "steps" / "build.py").read_text()
     # No process is started at all (the AWS CLI included; a printed `aws ...` line for the user is only text).
     assert not any(call in step for call in ("subprocess", "os.system", "os.exec", "os.spawn", "os.popen"))
 

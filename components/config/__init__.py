@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable, Mapping
 from enum import Enum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -21,18 +21,30 @@ from gemma4_t4.errors import ConfigError, FrontEnd, Set, Unset
 from .schema import (
     DType,
     GceT4ServerSettings,
-    ImageBuilder,
     OnHostMaintenance,
-    SageMakerT4EndpointSettings,
-    ScalingMetric,
     ServingSettings,
     TerminationAction,
-    check_sagemaker_region,
     gce_name,
     parse_ttl,
 )
 
-Settings = TypeVar("Settings", bound=ServingSettings)
+if TYPE_CHECKING:
+    from ..sagemaker.settings import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region
+
+# The SageMaker component's settings live in its folder (components/sagemaker/settings.py), which builds on this
+# package's ServingSettings: loaded on first use, so that either may be imported first.
+_SAGEMAKER = frozenset({"ImageBuilder", "SageMakerT4EndpointSettings", "ScalingMetric", "check_sagemaker_region"})
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _SAGEMAKER:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from ..sagemaker import settings
+
+    return getattr(settings, name)
+
+
+Settings = TypeVar("Settings", bound=BaseModel)
 
 
 def keys_of(model: type[BaseModel]) -> dict[str, Any]:
