@@ -332,7 +332,7 @@ def test_the_endpoints_log_group_is_made_first_with_a_retention(run_stack):
 def test_an_endpoints_name_and_log_group_follow_its_configuration(run_stack, overrides):
     """Autoscaled or not (every new configuration is a new endpoint): one naming rule for the endpoint, its log
     group, the role's right to write there and the watch."""
-    from gemma4_t4.components import sagemaker
+    from gemma4_t4.components.sagemaker import component as sagemaker
 
     plan = run_stack("sagemaker-t4", *overrides)
     config = plan.one(CONFIG).state["name"]
@@ -350,7 +350,7 @@ def test_an_endpoints_name_and_log_group_follow_its_configuration(run_stack, ove
 
 @pytest.mark.parametrize("prefix", ["a" * 80, "team_a.sagemaker", "x--y-"])
 def test_endpoint_names_are_names_sagemaker_takes(prefix):
-    from gemma4_t4.components import sagemaker
+    from gemma4_t4.components.sagemaker import component as sagemaker
 
     rule = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # CreateEndpoint's EndpointName pattern
     group = sagemaker.endpoint_log_groups(prefix).removeprefix("/aws/sagemaker/Endpoints/")
