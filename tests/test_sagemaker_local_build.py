@@ -28,8 +28,8 @@ from conftest import REPO, require_tool
 
 from gemma4_t4 import catalog
 from gemma4_t4.components.sagemaker import image as image_build
-from gemma4_t4.components.step import python_step
 from gemma4_t4.components.sagemaker.steps import local_build
+from gemma4_t4.components.step import python_step
 from gemma4_t4.core.plan import MOCK_DIGEST
 
 COMMAND = "command:local:Command"

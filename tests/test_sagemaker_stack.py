@@ -18,10 +18,10 @@ from conftest import REPO, require_tool, run
 
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.sagemaker import World as SageMakerWorld
-from gemma4_t4.components.sagemaker import image as image_build
 from gemma4_t4.components import provider_answers as answers
-from gemma4_t4.components.step import python_step
+from gemma4_t4.components.sagemaker import build_context
 from gemma4_t4.components.sagemaker.steps import build as codebuild_run
+from gemma4_t4.components.step import python_step
 from gemma4_t4.core.plan import SECRET_PLACEHOLDER
 
 pytestmark = pytest.mark.components
@@ -207,7 +207,7 @@ def test_codebuild_builds_privileged_from_the_uploaded_context(run_stack):
     project = plan.one("aws:codebuild/project:Project").inputs
     assert project["environment"]["privilegedMode"] is True
     variables = {v["name"]: v["value"] for v in project["environment"]["environmentVariables"]}
-    tag = f"vllm-{catalog.PINS['vllm.sagemaker']}-sm75-{image_build.context_hash(catalog.PINS['sagemaker.base_image'])}"
+    tag = f"vllm-{catalog.PINS['vllm.sagemaker']}-sm75-{build_context.context_hash(catalog.PINS['sagemaker.base_image'])}"
     assert variables == {"BASE_IMAGE": catalog.PINS["sagemaker.base_image"],
                          "TARGET_REPO": plan.one("aws:ecr/repository:Repository").state["repositoryUrl"],
                          "TARGET_TAG": tag}
@@ -224,15 +224,15 @@ def test_codebuild_builds_privileged_from_the_uploaded_context(run_stack):
 
 def test_a_changed_clamp_changes_the_tag_and_an_unchanged_one_does_not(tmp_path, monkeypatch):
     base = catalog.PINS["sagemaker.base_image"]
-    before = image_build.context_hash(base)
-    assert image_build.context_hash(base) == before
+    before = build_context.context_hash(base)
+    assert build_context.context_hash(base) == before
     copy = tmp_path / "turing"
     shutil.copytree(REPO / "turing", copy, ignore=shutil.ignore_patterns("results", "__pycache__", "*.egg-info"))
-    monkeypatch.setattr(image_build.guest, "CLAMP_DIR", copy)
-    assert image_build.context_hash(base) == before
+    monkeypatch.setattr(build_context.guest, "CLAMP_DIR", copy)
+    assert build_context.context_hash(base) == before
     (copy / "turing_clamp" / "policy.py").write_text((copy / "turing_clamp" / "policy.py").read_text() + "\n# edit\n")
-    assert image_build.context_hash(base) != before
-    assert image_build.context_hash(base.replace("v1.3", "v1.4")) != image_build.context_hash(base)
+    assert build_context.context_hash(base) != before
+    assert build_context.context_hash(base.replace("v1.3", "v1.4")) != build_context.context_hash(base)
 
 
 def test_outputs(run_stack):
@@ -480,7 +480,7 @@ def test_buildspec_has_the_phases_a_push_needs():
                       'bash ecr-login.sh "$AWS_REGION" "${TARGET_REPO%%/*}"']
     assert phases["build"]["commands"] == ['bash build-image.sh "$BASE_IMAGE" "$TARGET_REPO:$TARGET_TAG"']
     assert spec["env"]["variables"]["BUILDX_NO_DEFAULT_ATTESTATIONS"] == "1"
-    assert {"ecr-login.sh", "build-image.sh"} <= set(image_build.build_context_files()), "in the build's archive"
+    assert {"ecr-login.sh", "build-image.sh"} <= set(build_context.build_context_files()), "in the build's archive"
     post = "\n".join(phases["post_build"]["commands"])
     assert 'docker push "$TARGET_REPO:$TARGET_TAG"' in post
     assert all(phases[p].get("on-failure") == "ABORT" for p in phases)

@@ -11,10 +11,8 @@ With keepImages the repository has a fixed name (gemma4-t4/PREFIX), survives `pu
 the next `up` adopts it (import) with its images, so a kept image is reused instead of rebuilt.
 """
 
-import hashlib
 import json
 import shlex
-from importlib.resources.abc import Traversable
 from typing import Annotated, Any, Required, TypedDict
 
 import pulumi
@@ -26,12 +24,12 @@ from pydantic.alias_generators import to_camel
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set
 
-from .. import guest
 from .. import provider_answers as answers
 from ..base import answered, provider_for, refusals, type_token, with_alias
 from ..config import validate
 from ..config.schema import AnyInput, Flag
 from ..step import StepRequest
+from .build_context import build_context_files, image_tag
 from .iam import account_of, codebuild_trust, service_role
 from .settings import AWS_REGION, ImageBuilder
 from .steps import build, local_build
@@ -48,26 +46,6 @@ BUILD_STEP = build.MODULE
 LOCAL_BUILD_STEP = local_build.MODULE
 
 CODEBUILD_IMAGE = "aws/codebuild/amazonlinux2-x86_64-standard:5.0"
-
-
-def build_context_files() -> dict[str, Traversable]:
-    """Archive path -> file: what the Dockerfile COPYs (the clamp's source and the gate), plus the buildspec."""
-    return {**{name: guest.CLAMP_DIR / name for name in ("Dockerfile", "buildspec.yml", "ecr-login.sh",
-                                                        "build-image.sh", "sm75_gate.py",
-                                                        "hf_token_entrypoint.py")},
-            **guest.clamp_source()}
-
-
-def image_tag(vllm_version: str, base_image: str) -> str:
-    """The clamped image's tag: a hash of its build context, so an unchanged clamp is not rebuilt."""
-    return f"vllm-{vllm_version}-sm75-{context_hash(base_image)}"
-
-
-def context_hash(base_image: str) -> str:
-    digest = hashlib.sha256(base_image.encode())
-    for name, path in sorted(build_context_files().items()):
-        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
 
 
 class TuringImageArgs(TypedDict, total=False):

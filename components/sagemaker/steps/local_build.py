@@ -42,7 +42,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from gemma4_t4 import catalog
 
 from ...step import StepRequest, malformed, python_step, run_step, say_as
-from .. import image
+from .. import build_context
 from .build import BuildError, existing_digest, pinned_base, session_from_env
 
 MODULE = "gemma4_t4.components.sagemaker.steps.local_build"
@@ -178,14 +178,14 @@ def ulimits() -> list[str]:
 def check_context(base_image: str, tag: str) -> None:
     """Refused unless the build context's hash is the tag's: the package that runs this step must be the one
     `pulumi up` planned with, or the tag would name another image."""
-    if not tag.endswith(image.context_hash(base_image)):
+    if not tag.endswith(build_context.context_hash(base_image)):
         raise BuildError(f"this machine's gemma4-t4 builds another context than the tag {tag} names: run "
                          "`pulumi up` with the same gemma4-t4 that planned it")
 
 
 def write_context(directory: Path) -> None:
     """The build context CodeBuild gets (the files whose hash is the tag), written out."""
-    for name, source in image.build_context_files().items():
+    for name, source in build_context.build_context_files().items():
         (directory / name).parent.mkdir(parents=True, exist_ok=True)
         (directory / name).write_bytes(source.read_bytes())
 
