@@ -1,5 +1,5 @@
 """The GCE guest's files (the bootstrap, scripts, systemd units, the vLLM locks): package data of
-gemma4_t4, read with importlib.resources.files("gemma4_t4.cloudinit") (components/guest.py). Nothing here
+gemma4_t4, read with importlib.resources.files("gemma4_t4.cloudinit") (components/gce/guest.py). Nothing here
 is imported; this file makes the folder the package the data belongs to, and keeps `import cloudinit` at
 the repository root from meaning cloud-init's module."""
 

@@ -4,8 +4,8 @@
     server = GceT4Server("llm", GceT4ServerArgs(zone="us-central1-a", max_model_len=8192))
 
 - ``GceT4Server``: an N1 VM with a T4 (gce/), its guest set up by cloud-config (gce/guest.py, cloudinit/);
-- ``SageMakerT4Endpoint``: an ml.g4dn endpoint (sagemaker.py) serving the clamped image that
-  ``TuringImage`` builds with CodeBuild (image_build.py).
+- ``SageMakerT4Endpoint``: an ml.g4dn endpoint (sagemaker/component.py) serving the clamped image that
+  ``TuringImage`` builds with CodeBuild (sagemaker/image.py).
 
 Every setting is checked before anything is registered (config/: the rules; serving.py and memory.py:
 what vLLM and the GPU would refuse). The same classes are the package other Pulumi languages use
@@ -23,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 _WHERE = {
     "GceT4Server": ".gce", "GceT4ServerArgs": ".gce",
     "SageMakerT4Endpoint": ".sagemaker", "SageMakerT4EndpointArgs": ".sagemaker",
-    "TuringImage": ".image_build", "TuringImageArgs": ".image_build",
+    "TuringImage": ".sagemaker.image", "TuringImageArgs": ".sagemaker.image",
     "MemoryPlan": ".base", "ServingArgs": ".base", "InvalidArgs": ".base",
-    "DType": ".config", "OnHostMaintenance": ".config", "TerminationAction": ".config", "ScalingMetric": ".config",
-    "ImageBuilder": ".config",
+    "DType": ".config", "OnHostMaintenance": ".config", "TerminationAction": ".config",
+    "ScalingMetric": ".sagemaker.settings",
+    "ImageBuilder": ".sagemaker.settings",
 }
 
 __all__ = ["DType", "GceT4Server", "GceT4ServerArgs", "ImageBuilder", "InvalidArgs", "MemoryPlan", "OnHostMaintenance",
@@ -35,10 +36,11 @@ __all__ = ["DType", "GceT4Server", "GceT4ServerArgs", "ImageBuilder", "InvalidAr
 
 if TYPE_CHECKING:
     from .base import InvalidArgs, MemoryPlan, ServingArgs
-    from .config import DType, ImageBuilder, OnHostMaintenance, ScalingMetric, TerminationAction
+    from .config import DType, OnHostMaintenance, TerminationAction
     from .gce import GceT4Server, GceT4ServerArgs
-    from .image_build import TuringImage, TuringImageArgs
     from .sagemaker import SageMakerT4Endpoint, SageMakerT4EndpointArgs
+    from .sagemaker.image import TuringImage, TuringImageArgs
+    from .sagemaker.settings import ImageBuilder, ScalingMetric
 
 
 def __getattr__(name: str) -> Any:

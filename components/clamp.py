@@ -1,5 +1,5 @@
 """The Turing clamp's source, shared by both clouds: the GCE guest ships it in its user-data (gce/guest.py) and
-the SageMaker image builds it (image_build.py). Package data: the project's turing/ folder, installed as
+the SageMaker image builds it (sagemaker/build_context.py). Package data: the project's turing/ folder, installed as
 `gemma4_t4.turing`, in a checkout or an installed wheel."""
 
 from __future__ import annotations

@@ -37,10 +37,11 @@ from gemma4_t4 import __version__
 from gemma4_t4.errors import PACKAGE_INPUTS, PROJECT, ConfigError
 
 from .base import ServingArgs, T4ServingComponent, output_names
-from .config import GceT4ServerSettings, SageMakerT4EndpointSettings, keys_of
+from .config import GceT4ServerSettings, keys_of
 from .gce import GceT4Server
-from .image_build import TuringImage
 from .sagemaker import SageMakerT4Endpoint
+from .sagemaker.image import TuringImage, TuringImageSettings
+from .sagemaker.settings import SageMakerT4EndpointSettings
 
 COMPONENTS: list[type[pulumi.ComponentResource]] = [GceT4Server, SageMakerT4Endpoint, TuringImage]
 # Inputs the schema marks secret (the analyzer cannot see it): every language's SDK then sends them as secrets,
@@ -49,7 +50,8 @@ COMPONENTS: list[type[pulumi.ComponentResource]] = [GceT4Server, SageMakerT4Endp
 SECRET_INPUTS = frozenset({"hfToken", "apiKey"})
 # Each component whose inputs have Settings: where the defaults come from.
 SETTINGS: dict[type[pulumi.ComponentResource], type[BaseModel]] = {
-    GceT4Server: GceT4ServerSettings, SageMakerT4Endpoint: SageMakerT4EndpointSettings}
+    GceT4Server: GceT4ServerSettings, SageMakerT4Endpoint: SageMakerT4EndpointSettings,
+    TuringImage: TuringImageSettings}
 
 
 def _jsonable(value: Any) -> Any:

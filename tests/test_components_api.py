@@ -15,7 +15,8 @@ import pulumi_aws
 import pytest
 from conftest import REPO
 
-from gemma4_t4.components import GceT4Server, InvalidArgs, SageMakerT4Endpoint
+from gemma4_t4 import catalog
+from gemma4_t4.components import GceT4Server, InvalidArgs, SageMakerT4Endpoint, TuringImage
 from gemma4_t4.core import plan as offline
 from gemma4_t4.testing import ProviderMocks
 
@@ -55,6 +56,28 @@ def test_an_argument_the_component_does_not_have_is_refused_with_the_one_it_mean
 def test_an_argument_near_no_setting_is_refused_without_a_guess():
     error = refused(lambda: GceT4Server("llm", {"colour": "blue"}))
     assert error.fix == "leave colour out of GceT4ServerArgs"
+
+
+@pytest.mark.parametrize(("given", "named", "fix"), [
+    ("keep_image", "keep_image", "leave keep_image out of TuringImageArgs; did you mean "
+     "TuringImageArgs(keep_images=True)?"),
+    ("keepImage", "keep_image", "leave keep_image out of TuringImageArgs; did you mean "
+     "TuringImageArgs(keep_images=True)?"),
+    ("colour", "colour", "leave colour out of TuringImageArgs")])
+def test_an_argument_the_image_does_not_have_is_refused_with_the_one_it_means(given, named, fix):
+    """TuringImage checks its Args whole (TuringImageSettings), as the endpoint does: a misspelt one is not ignored."""
+    error = refused(lambda: TuringImage("img", {"base_image": catalog.PINS["sagemaker.base_image"],
+                                                "vllm_version": "0.1", "region": "us-east-2", given: True}))
+    assert error.key == named and "is not a setting of this component" in error.problem
+    assert error.fix == fix
+
+
+def test_an_image_builder_the_image_does_not_know_is_refused_with_the_choices():
+    error = refused(lambda: TuringImage("img", {"base_image": catalog.PINS["sagemaker.base_image"],
+                                                "vllm_version": "0.1", "region": "us-east-2",
+                                                "image_builder": "kaniko"}))
+    assert error.key == "image_builder" and "'kaniko' is not one of codebuild, local" in error.problem
+    assert error.fix == "TuringImageArgs(image_builder='local')"
 
 
 def test_a_region_sagemaker_does_not_have_is_refused_as_the_stack_refuses_it(refused_stack):

@@ -11,9 +11,9 @@ import yaml
 from conftest import REPO
 
 from gemma4_t4 import catalog
-from gemma4_t4.components import sagemaker
 from gemma4_t4.components.config.schema import parse_ttl
-from gemma4_t4.components.sagemaker import CLOCK
+from gemma4_t4.components.sagemaker import component as sagemaker
+from gemma4_t4.components.sagemaker.component import CLOCK
 from gemma4_t4.core.plan import guard_lines
 
 INSTANCE = "gcp:compute/instance:Instance"

@@ -1,4 +1,4 @@
-"""The account check `pulumi up` runs before the image build (gemma4_t4/clouds/aws_account_check.py), against
+"""The account check `pulumi up` runs before the image build (components/sagemaker/steps/account_check.py), against
 moto's server on loopback, as the stack's Command runs it: a subprocess with the request the plan hands it.
 A new account (CodeBuild's build quota 0, or no endpoint quota) stops there, before the build context is
 uploaded and before any build starts. Budget: ~10 s."""
@@ -15,7 +15,7 @@ from aws_standin import ACCOUNT, add_codebuild_quota, add_sagemaker_quotas, enfo
 from conftest import REPO
 
 from gemma4_t4 import catalog, clouds
-from gemma4_t4.clouds import aws_account_check
+from gemma4_t4.components.sagemaker.steps import account_check as aws_account_check
 
 pytestmark = [pytest.mark.components, pytest.mark.standin]
 

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from gemma4_t4 import catalog
-from gemma4_t4.components import sagemaker
+from gemma4_t4.components.sagemaker import component as sagemaker
 from gemma4_t4.core import plan as plan_mod
 
 pytestmark = pytest.mark.components

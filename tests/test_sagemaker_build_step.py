@@ -1,4 +1,4 @@
-"""The image build step (components/scripts/codebuild_run.py) against moto's server on loopback,
+"""The image build step (components/sagemaker/steps/build.py) against moto's server on loopback,
 run as `pulumi up` runs it: a subprocess with the environment the stack's Command hands it.
 
 Budget: ~15 s for the module (one moto server; each run is a Python process of ~1 s)."""
@@ -15,8 +15,8 @@ from aws_standin import ACCOUNT, ACCOUNT_LIMIT_MESSAGE, REGION, CodeBuildWorker,
 from conftest import REPO
 
 from gemma4_t4 import catalog
-from gemma4_t4.components import image_build
-from gemma4_t4.components.scripts import codebuild_run
+from gemma4_t4.components.sagemaker import image as image_build
+from gemma4_t4.components.sagemaker.steps import build as codebuild_run
 
 pytestmark = [pytest.mark.components, pytest.mark.standin]
 
@@ -59,7 +59,7 @@ def request(**changes) -> str:
 def step(moto, request_json: str, **env) -> subprocess.CompletedProcess:
     """The step as the Command runs it: the module, from the project directory, this environment only."""
     environment = {"PATH": os.environ["PATH"], **moto.env(), **FAST, codebuild_run.SETTINGS_ENV: request_json, **env}
-    return subprocess.run([sys.executable, "-m", "gemma4_t4.components.scripts.codebuild_run"], cwd=REPO, env=environment,
+    return subprocess.run([sys.executable, "-m", codebuild_run.MODULE], cwd=REPO, env=environment,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -278,7 +278,7 @@ def test_the_build_uses_the_profile_of_the_stack_config(moto, account, tmp_path)
     credentials.write_text(f"[gemma]\naws_access_key_id = {keys['AccessKeyId']}\naws_secret_access_key = "
                            f"{keys['SecretAccessKey']}\naws_session_token = {keys['SessionToken']}\n")
     env = {k: v for k, v in moto.env().items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-    result = subprocess.run([sys.executable, "-m", "gemma4_t4.components.scripts.codebuild_run"], cwd=REPO, timeout=60,
+    result = subprocess.run([sys.executable, "-m", codebuild_run.MODULE], cwd=REPO, timeout=60,
                             env={"PATH": os.environ["PATH"], **env, **FAST, "AWS_PROFILE": "gemma",
                                  "AWS_SHARED_CREDENTIALS_FILE": str(credentials),
                                  codebuild_run.SETTINGS_ENV: request()}, capture_output=True, text=True)
@@ -288,14 +288,14 @@ def test_the_build_uses_the_profile_of_the_stack_config(moto, account, tmp_path)
 
 
 def test_missing_settings_say_who_runs_the_step(moto):
-    result = subprocess.run([sys.executable, "-m", "gemma4_t4.components.scripts.codebuild_run"], cwd=REPO, timeout=60,
+    result = subprocess.run([sys.executable, "-m", codebuild_run.MODULE], cwd=REPO, timeout=60,
                             env={"PATH": os.environ["PATH"]}, capture_output=True, text=True)
     assert result.returncode == 2 and "run by `pulumi up`" in result.stderr
 
 
 def test_no_region_is_an_error_naming_the_key(moto, account):
     env = {k: v for k, v in moto.env().items() if k != "AWS_REGION"}
-    result = subprocess.run([sys.executable, "-m", "gemma4_t4.components.scripts.codebuild_run"], cwd=REPO, timeout=60,
+    result = subprocess.run([sys.executable, "-m", codebuild_run.MODULE], cwd=REPO, timeout=60,
                             env={"PATH": os.environ["PATH"], **env, **FAST, codebuild_run.SETTINGS_ENV: request()},
                             capture_output=True, text=True)
     assert result.returncode == 1 and "pulumi config set aws:region" in result.stderr

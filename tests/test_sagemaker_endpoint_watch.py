@@ -1,4 +1,4 @@
-"""The endpoint watch (components/scripts/endpoint_watch.py) against moto's server on loopback, run as the
+"""The endpoint watch (components/sagemaker/steps/endpoint_watch.py) against moto's server on loopback, run as the
 stack's Command runs it. An endpoint that fails to reach InService is deleted, its log group given a
 retention, its FailureReason printed. Budget: ~10 s."""
 
@@ -13,7 +13,7 @@ import pytest
 from aws_standin import ACCOUNT, _backend
 from conftest import REPO
 
-from gemma4_t4.components.scripts import endpoint_watch
+from gemma4_t4.components.sagemaker.steps import endpoint_watch
 
 pytestmark = [pytest.mark.components, pytest.mark.standin]
 

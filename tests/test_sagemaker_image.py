@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO, require_tool
 
 from gemma4_t4 import catalog
-from gemma4_t4.components import image_build
+from gemma4_t4.components.sagemaker import image as image_build
 
 pytestmark = [pytest.mark.components, pytest.mark.image]
 

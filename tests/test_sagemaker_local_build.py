@@ -1,7 +1,7 @@
 """imageBuilder local: the image built on the machine that runs `pulumi up` instead of CodeBuild.
 
 The graph under Pulumi mocks (no CodeBuild, the Model on the local step's digest); the step
-(components/scripts/local_build.py) as `pulumi up` runs it, a subprocess, with its ECR calls against moto's
+(components/sagemaker/steps/local_build.py) as `pulumi up` runs it, a subprocess, with its ECR calls against moto's
 server on loopback; and once, marked `image`, for real: buildah builds the Dockerfile on the stand-in base
 (the one tests/test_sagemaker_image.py builds and keeps), pulled by digest from Debian's distribution registry
 (`docker-registry`) on loopback, and pushes the result there. moto's GetAuthorizationToken answers a
@@ -27,9 +27,9 @@ from aws_standin import ACCOUNT, REGION, manifest
 from conftest import REPO, require_tool
 
 from gemma4_t4 import catalog
-from gemma4_t4.components import image_build
-from gemma4_t4.components.local_step import python_step
-from gemma4_t4.components.scripts import local_build
+from gemma4_t4.components.sagemaker import image as image_build
+from gemma4_t4.components.sagemaker.steps import local_build
+from gemma4_t4.components.step import python_step
 from gemma4_t4.core.plan import MOCK_DIGEST
 
 COMMAND = "command:local:Command"
@@ -103,7 +103,7 @@ def request(**changes) -> str:
 def step(moto, request_json: str, path: str = "/nonexistent", **env) -> subprocess.CompletedProcess:
     """The step as the Command runs it; PATH: where it looks for docker, podman and buildah."""
     environment = {**moto.env(), "PATH": path, local_build.SETTINGS_ENV: request_json, **env}
-    return subprocess.run([sys.executable, "-m", "gemma4_t4.components.scripts.local_build"], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", local_build.MODULE], cwd=REPO,
                           env=environment, capture_output=True, text=True, timeout=900)
 
 
@@ -182,9 +182,9 @@ def test_preflight_does_not_ask_about_codebuild_for_a_local_build(moto, monkeypa
 @pytest.mark.components
 def test_the_stack_never_sets_the_test_override():
     """Only tests set it: the component hands the step its request and the AWS environment, nothing else."""
-    source = (REPO / "components" / "image_build.py").read_text() + (REPO / "components" / "sagemaker.py").read_text()
+    source = (REPO / "components" / "sagemaker" / "image.py").read_text() + (REPO / "components" / "sagemaker" / "component.py").read_text()
     assert local_build.TEST_OVERRIDE_ENV not in source and "allow-cpu-torch" not in source
-    assert "allow-cpu-torch" not in (REPO / "components" / "scripts" / "local_build.py").read_text()
+    assert "allow-cpu-torch" not in (REPO / "components" / "sagemaker" / "steps" / "local_build.py").read_text()
 
 
 # --- for real: buildah and a registry on loopback ---------------------------------------------------------

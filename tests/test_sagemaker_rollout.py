@@ -23,8 +23,8 @@ from conftest import REPO
 
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.sagemaker import preflight
-from gemma4_t4.components import sagemaker as component
-from gemma4_t4.components.scripts import endpoint_watch, ttl_passed
+from gemma4_t4.components.sagemaker import component
+from gemma4_t4.components.sagemaker.steps import endpoint_watch, ttl_passed
 from gemma4_t4.core.plan import MOCK_NOW
 
 pytestmark = [pytest.mark.components, pytest.mark.standin]
@@ -280,7 +280,7 @@ def test_the_deadline_check_runs_when_the_deadline_changes(run_stack):
     plan = run_stack("sagemaker-t4", "endpointTtl=8h")
     step = plan.one(COMMAND, "gemma4-t4-ttl-passed")
     assert step.inputs["triggers"] == [plan.outputs["endpoint_deletes_at"]]
-    assert json.loads(step.inputs["environment"][component.TTL_PASSED_ENV]) == {
+    assert json.loads(step.inputs["environment"][ttl_passed.REQUEST_ENV]) == {
         "endpoint_name": plan.one(ENDPOINT).inputs["name"], "deletes_at": plan.outputs["endpoint_deletes_at"]}
     assert urn(plan, COMMAND, "gemma4-t4-ttl-passed") in plan.one(SCHEDULE, "gemma4-t4-ttl").options["dependsOn"], \
         "a passed deadline is acted on before the schedule is moved to it"

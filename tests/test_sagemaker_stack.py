@@ -18,10 +18,10 @@ from conftest import REPO, require_tool, run
 
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.sagemaker import World as SageMakerWorld
-from gemma4_t4.components import image_build
 from gemma4_t4.components import provider_answers as answers
-from gemma4_t4.components.local_step import python_step
-from gemma4_t4.components.scripts import codebuild_run
+from gemma4_t4.components.sagemaker import build_context
+from gemma4_t4.components.sagemaker.steps import build as codebuild_run
+from gemma4_t4.components.step import python_step
 from gemma4_t4.core.plan import SECRET_PLACEHOLDER
 
 pytestmark = pytest.mark.components
@@ -207,7 +207,7 @@ def test_codebuild_builds_privileged_from_the_uploaded_context(run_stack):
     project = plan.one("aws:codebuild/project:Project").inputs
     assert project["environment"]["privilegedMode"] is True
     variables = {v["name"]: v["value"] for v in project["environment"]["environmentVariables"]}
-    tag = f"vllm-{catalog.PINS['vllm.sagemaker']}-sm75-{image_build.context_hash(catalog.PINS['sagemaker.base_image'])}"
+    tag = f"vllm-{catalog.PINS['vllm.sagemaker']}-sm75-{build_context.context_hash(catalog.PINS['sagemaker.base_image'])}"
     assert variables == {"BASE_IMAGE": catalog.PINS["sagemaker.base_image"],
                          "TARGET_REPO": plan.one("aws:ecr/repository:Repository").state["repositoryUrl"],
                          "TARGET_TAG": tag}
@@ -224,15 +224,15 @@ def test_codebuild_builds_privileged_from_the_uploaded_context(run_stack):
 
 def test_a_changed_clamp_changes_the_tag_and_an_unchanged_one_does_not(tmp_path, monkeypatch):
     base = catalog.PINS["sagemaker.base_image"]
-    before = image_build.context_hash(base)
-    assert image_build.context_hash(base) == before
+    before = build_context.context_hash(base)
+    assert build_context.context_hash(base) == before
     copy = tmp_path / "turing"
     shutil.copytree(REPO / "turing", copy, ignore=shutil.ignore_patterns("results", "__pycache__", "*.egg-info"))
-    monkeypatch.setattr(image_build.clamp, "CLAMP_DIR", copy)
-    assert image_build.context_hash(base) == before
+    monkeypatch.setattr(build_context.clamp, "CLAMP_DIR", copy)
+    assert build_context.context_hash(base) == before
     (copy / "turing_clamp" / "policy.py").write_text((copy / "turing_clamp" / "policy.py").read_text() + "\n# edit\n")
-    assert image_build.context_hash(base) != before
-    assert image_build.context_hash(base.replace("v1.3", "v1.4")) != image_build.context_hash(base)
+    assert build_context.context_hash(base) != before
+    assert build_context.context_hash(base.replace("v1.3", "v1.4")) != build_context.context_hash(base)
 
 
 def test_outputs(run_stack):
@@ -332,7 +332,7 @@ def test_the_endpoints_log_group_is_made_first_with_a_retention(run_stack):
 def test_an_endpoints_name_and_log_group_follow_its_configuration(run_stack, overrides):
     """Autoscaled or not (every new configuration is a new endpoint): one naming rule for the endpoint, its log
     group, the role's right to write there and the watch."""
-    from gemma4_t4.components import sagemaker
+    from gemma4_t4.components.sagemaker import component as sagemaker
 
     plan = run_stack("sagemaker-t4", *overrides)
     config = plan.one(CONFIG).state["name"]
@@ -350,7 +350,7 @@ def test_an_endpoints_name_and_log_group_follow_its_configuration(run_stack, ove
 
 @pytest.mark.parametrize("prefix", ["a" * 80, "team_a.sagemaker", "x--y-"])
 def test_endpoint_names_are_names_sagemaker_takes(prefix):
-    from gemma4_t4.components import sagemaker
+    from gemma4_t4.components.sagemaker import component as sagemaker
 
     rule = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # CreateEndpoint's EndpointName pattern
     group = sagemaker.endpoint_log_groups(prefix).removeprefix("/aws/sagemaker/Endpoints/")
@@ -480,7 +480,7 @@ def test_buildspec_has_the_phases_a_push_needs():
                       'bash ecr-login.sh "$AWS_REGION" "${TARGET_REPO%%/*}"']
     assert phases["build"]["commands"] == ['bash build-image.sh "$BASE_IMAGE" "$TARGET_REPO:$TARGET_TAG"']
     assert spec["env"]["variables"]["BUILDX_NO_DEFAULT_ATTESTATIONS"] == "1"
-    assert {"ecr-login.sh", "build-image.sh"} <= set(image_build.build_context_files()), "in the build's archive"
+    assert {"ecr-login.sh", "build-image.sh"} <= set(build_context.build_context_files()), "in the build's archive"
     post = "\n".join(phases["post_build"]["commands"])
     assert 'docker push "$TARGET_REPO:$TARGET_TAG"' in post
     assert all(phases[p].get("on-failure") == "ABORT" for p in phases)
@@ -565,7 +565,7 @@ def test_build_step_runs_with_the_programs_interpreter_after_the_role_policy(run
     # The interpreter running the program has the package, whatever directory the program is in; named by its
     # place in the project, so every clone records the same step.
     # (test_no_step_records_a_path_of_this_machine: that place, as the state records it)
-    assert build.inputs["create"] == python_step("gemma4_t4.components.scripts.codebuild_run")
+    assert build.inputs["create"] == python_step(codebuild_run.MODULE)
     assert f"{POLICY}::gemma4-t4-image-build-role-policy" in build.options["dependsOn"]
     request = json.loads(_build_env(plan)["GEMMA4_T4_BUILD"])
     policy = plan.find(POLICY, "gemma4-t4-image-build-role-policy")[0].state
@@ -586,7 +586,7 @@ def test_no_step_records_a_path_of_this_machine(run_stack, overrides, tmp_path, 
     assert {s.name for s in steps} >= {"gemma4-t4-account-check", "gemma4-t4-endpoint-watch", "gemma4-t4-ttl-passed"}
     here = {str(project), str(REPO), os.path.realpath(REPO), sys.base_prefix, os.path.expanduser("~")}
     assert plan.one(COMMAND, "gemma4-t4-account-check").inputs["create"] == (
-        '"${GEMMA4_T4_PYTHON:-.venv/bin/python}" -m gemma4_t4.clouds.aws_account_check')
+        '"${GEMMA4_T4_PYTHON:-.venv/bin/python}" -m gemma4_t4.components.sagemaker.steps.account_check')
     for step in steps:
         recorded = json.dumps({k: step.inputs.get(k) for k in ("create", "environment", "triggers")})
         assert not any(path in recorded for path in here), f"{step.name} records {recorded}"
@@ -602,7 +602,7 @@ def _clone(root, monkeypatch):
 
 
 def test_two_clones_record_the_same_step_and_each_runs_its_own_interpreter(tmp_path, monkeypatch):
-    from gemma4_t4.components.local_step import python_step
+    from gemma4_t4.components.step import python_step
 
     steps = []
     for clone in ("alice", "bob"):
@@ -617,7 +617,7 @@ def test_two_clones_record_the_same_step_and_each_runs_its_own_interpreter(tmp_p
 
 
 def test_an_interpreter_outside_the_project_is_named_at_run_time(tmp_path, monkeypatch):
-    from gemma4_t4.components.local_step import python_step
+    from gemma4_t4.components.step import python_step
 
     monkeypatch.chdir(tmp_path)
     step = python_step("site") + " --user-base"
@@ -661,7 +661,7 @@ def test_build_step_gets_the_providers_profile_keys_role_and_endpoints(run_stack
 
 def test_no_aws_cli_and_no_shell_script_left():
     assert not (REPO / "components" / "scripts" / "codebuild-run.sh").exists()
-    step = (REPO / "components" / "scripts" / "codebuild_run.py").read_text()
+    step = (REPO / "components" / "sagemaker" / "steps" / "build.py").read_text()
     # No process is started at all (the AWS CLI included; a printed `aws ...` line for the user is only text).
     assert not any(call in step for call in ("subprocess", "os.system", "os.exec", "os.spawn", "os.popen"))
 

@@ -18,13 +18,21 @@ pytestmark = [pytest.mark.components]
 
 RECORDED = json.loads((REPO / "tests" / "fixtures" / "upgrade-0.3.0.json").read_text())
 
-ACCOUNT_CHECK = ("urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$command:local:Command"
-                 "::gemma4-t4-account-check")
-# {URN pattern: {input: why it changes}}. The account check is a read-only look at the account's quotas
-# and CodeBuild: its module moved under the component that starts it (a lower layer may not start a higher
-# one), so it runs once more on the first `pulumi up` after the upgrade, and changes nothing.
+STEP = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$command:local:Command::gemma4-t4-"
+IMAGE_STEP = ("urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$gemma4-t4:index:TuringImage"
+              "$command:local:Command::gemma4-t4-image-")
+# {URN pattern: {input: why it changes}}. The SageMaker component's local steps moved into its folder
+# (components/sagemaker/steps/), so each runs once more on the first `pulumi up` after the upgrade; each re-run
+# changes nothing (components/sagemaker/steps/*.py): the account check is a read-only look at the account's quotas
+# and CodeBuild (and was a higher layer's module, which a lower layer may not start); a build finds its tag already
+# in the repository and prints the same digest; the watch finds the endpoint InService and returns; the TTL check
+# finds the deadline ahead (or, past it, deletes what the TTL deletes anyway).
 EXPECTED: dict[str, dict[str, str]] = {
-    ACCOUNT_CHECK: {"create": "the step's module moved to gemma4_t4.components.sagemaker.steps"},
+    STEP + "account-check": {"create": "the step's module moved to gemma4_t4.components.sagemaker.steps"},
+    IMAGE_STEP + "codebuild-run": {"create": "the image build step moved to gemma4_t4.components.sagemaker.steps"},
+    IMAGE_STEP + "local-build": {"create": "the local image build step moved to gemma4_t4.components.sagemaker.steps"},
+    STEP + "endpoint-watch": {"create": "the endpoint watch moved to gemma4_t4.components.sagemaker.steps"},
+    STEP + "ttl-passed": {"create": "the TTL check moved to gemma4_t4.components.sagemaker.steps"},
 }
 
 

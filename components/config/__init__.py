@@ -21,26 +21,25 @@ from gemma4_t4.errors import ConfigError, FrontEnd, Set, Unset
 
 from .schema import (
     DType,
-    ImageBuilder,
-    SageMakerT4EndpointSettings,
-    ScalingMetric,
     ServingSettings,
-    check_sagemaker_region,
     gce_name,
     parse_ttl,
 )
 
 if TYPE_CHECKING:
     from ..gce.settings import GceT4ServerSettings, OnHostMaintenance, TerminationAction
+    from ..sagemaker.settings import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region
 
 # A cloud's Settings live in its folder and import the shared rules from here: loaded on first use, not at import,
 # so that either side may be imported first.
 _IN_A_CLOUDS_FOLDER = {
     "GceT4ServerSettings": "..gce.settings", "OnHostMaintenance": "..gce.settings",
     "TerminationAction": "..gce.settings",
+    "ImageBuilder": "..sagemaker.settings", "SageMakerT4EndpointSettings": "..sagemaker.settings",
+    "ScalingMetric": "..sagemaker.settings", "check_sagemaker_region": "..sagemaker.settings",
 }
 
-Settings = TypeVar("Settings", bound=ServingSettings)
+Settings = TypeVar("Settings", bound=BaseModel)
 
 
 def keys_of(model: type[BaseModel]) -> dict[str, Any]:

@@ -94,8 +94,8 @@ SAGEMAKER_BASE_IMAGE_BYTES = 8 * 10**9
 # own endpoint among the account's.
 SAGEMAKER_STACK_TAG = "gemma4-t4:stack"
 # The tag that says which fleet an endpoint runs: a digest of everything its model and endpoint configuration are
-# made from (components/sagemaker.py, fleet_digest). The account check compares it with the running endpoint's to
-# know whether an `up` rolls out a second fleet.
+# made from (components/sagemaker/component.py, fleet_digest). The account check compares it with the running
+# endpoint's to know whether an `up` rolls out a second fleet.
 SAGEMAKER_FLEET_TAG = "gemma4-t4:fleet"
 # How long the AWS provider waits for a new endpoint to be InService before it fails the create
 # (terraform-provider-aws, internal/service/sagemaker/endpoint.go, waitEndpointInService: timeout = 60 * time.Minute;

@@ -42,9 +42,8 @@ import pulumi_command as command
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set
 
-from . import provider_answers as answers
-from .aws_iam import account_of, sagemaker_trust, scheduler_trust, service_role
-from .base import (
+from .. import provider_answers as answers
+from ..base import (
     CostGuard,
     MemoryPlan,
     NotAProviderAnswer,
@@ -57,10 +56,12 @@ from .base import (
     warn_guards_off,
     with_alias,
 )
-from .config import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region, validate
-from .image_build import TuringImage, image_tag, kept_repository_name, refuse_unkeeping
-from .local_step import python_step
-from .serving import check_serving, warn_unpinned
+from ..config import validate
+from ..serving import ServingPlan, check_serving, warn_unpinned
+from .iam import account_of, sagemaker_trust, scheduler_trust, service_role
+from .image import TuringImage, image_tag, kept_repository_name, refuse_unkeeping, step_environment
+from .settings import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region
+from .steps import account_check, endpoint_watch, ttl_passed
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:aws:SageMakerT4Endpoint"
@@ -85,14 +86,6 @@ CREATE_WAIT = timedelta(seconds=catalog.SAGEMAKER_ENDPOINT_CREATE_TIMEOUT_S)
 
 
 VARIANT = "AllTraffic"
-# The account check before the build (gemma4_t4/clouds/aws_account_check.py), run by the interpreter of the
-# Pulumi program, like the build step (local_step.python_step: the same `create` from every clone).
-ACCOUNT_CHECK = "gemma4_t4.clouds.aws_account_check"
-ACCOUNT_CHECK_ENV = "GEMMA4_T4_ACCOUNT_CHECK"
-ENDPOINT_WATCH = "gemma4_t4.components.scripts.endpoint_watch"
-ENDPOINT_WATCH_ENV = "GEMMA4_T4_ENDPOINT_WATCH"
-TTL_PASSED = "gemma4_t4.components.scripts.ttl_passed"
-TTL_PASSED_ENV = "GEMMA4_T4_TTL_PASSED"
 
 
 class SageMakerT4EndpointArgs(ServingArgs, total=False):
@@ -281,6 +274,57 @@ class TtlParts:
     dead_letters: aws.sqs.Queue
 
 
+@dataclass(frozen=True)
+class CheckedArgs:
+    """The arguments, checked whole before anything is registered."""
+
+    settings: SageMakerT4EndpointSettings
+    plan: ServingPlan
+    region: str
+    ttl: timedelta | None
+
+
+def check_endpoint_args(name: str, args: SageMakerT4EndpointArgs, opts: pulumi.ResourceOptions | None,
+                        provider: pulumi.ProviderResource | None) -> CheckedArgs:
+    """Everything a refusal needs, checked before anything is registered (a refusal in the caller's words)."""
+    with refusals(SageMakerT4EndpointArgs.__name__):
+        if given := args.get("region"):
+            # The provider checks its own region (unless told not to); the component checks the one it is given.
+            check_sagemaker_region(given, (" (a region newer than botocore: give it to the AWS provider in opts, "
+                                           "with skip_region_validation)",))
+        region = given or provider_region(provider, opts)
+        settings = validate(SageMakerT4EndpointSettings, {**args, "region": region})
+        plan = check_serving(settings, settings.gpu)
+        ttl = settings.ttl()
+        if not settings.keep_images:  # before anything is registered (the image checks it too)
+            refuse_unkeeping(kept_repository_name(settings.name_prefix or default_prefix(name)), region,
+                             pulumi.InvokeOptions(provider=provider, parent=opts.parent if opts else None))
+    return CheckedArgs(settings, plan, region, ttl)
+
+
+def fleet_of(settings: SageMakerT4EndpointSettings, environment: dict[str, pulumi.Input[str]]
+             ) -> tuple[dict[str, Any], pulumi.Output[str]]:
+    """(the production variant's settings, the digest of what the fleet runs).
+
+    The model and the endpoint configuration are made from exactly this, so a change to any of it replaces the
+    configuration, which makes a new endpoint (a second fleet). Its digest re-runs the account check: the rule that
+    rolls out a fleet is the rule that checks the quota for it. The model's environment holds the token's secret's
+    ARN (set once the secret is made). That ARN is the stack's one secret for the life of the stack, so the fleet
+    records only that the model reads a token: the account check then waits for nothing that bills. A new token
+    value is a new version of the same secret, which rolls out no fleet (instances started after it read it)."""
+    token_marker = {catalog.HF_TOKEN_SECRET_ENV: "the stack's hfToken secret"} if settings.hf_token is not None \
+        else {}
+    variant: dict[str, Any] = {
+        "instance_type": settings.instance_type, "initial_instance_count": settings.instance_count,
+        "inference_ami_version": settings.inference_ami_version,
+        "container_startup_health_check_timeout_in_seconds": settings.startup_health_check_timeout_seconds,
+        "model_data_download_timeout_in_seconds": settings.model_data_download_timeout_seconds}
+    fleet = pulumi.Output.unsecret(pulumi.Output.all(
+        environment={**environment, **token_marker}, variant=variant, role=settings.execution_role_arn or "",
+        image=image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image)).apply(fleet_digest))
+    return variant, fleet
+
+
 class SageMakerT4Endpoint(T4ServingComponent):
     """Gemma 4 on a Tesla T4 behind an Amazon SageMaker real-time endpoint (ml.g4dn.xlarge, pinned to the
     driver-580 host image), serving the AWS vLLM container with the Turing clamp, built by CodeBuild into a
@@ -313,94 +357,23 @@ class SageMakerT4Endpoint(T4ServingComponent):
     def __init__(self, name: str, args: SageMakerT4EndpointArgs = {},  # noqa: B006
                  opts: pulumi.ResourceOptions | None = None) -> None:
         provider = provider_for("aws", opts)
-        # Everything a refusal needs is checked before anything is registered.
-        with refusals(SageMakerT4EndpointArgs.__name__):
-            if given := args.get("region"):
-                # The provider checks its own region (unless told not to); the component checks the one it is given.
-                check_sagemaker_region(given, (" (a region newer than botocore: give it to the AWS provider in opts, "
-                                               "with skip_region_validation)",))
-            region = given or provider_region(provider, opts)
-            settings = validate(SageMakerT4EndpointSettings, {**args, "region": region})
-            plan = check_serving(settings, settings.gpu)
-            ttl = settings.ttl()
-            if not settings.keep_images:  # before anything is registered (the image checks it too)
-                refuse_unkeeping(kept_repository_name(settings.name_prefix or default_prefix(name)), region,
-                                 pulumi.InvokeOptions(provider=provider, parent=opts.parent if opts else None))
-        serving = plan.serving
+        checked = check_endpoint_args(name, args, opts, provider)
+        settings, region = checked.settings, checked.region
         super().__init__(type_token(SageMakerT4Endpoint), name, None, with_alias(opts, LEGACY_TYPE))
-        child = pulumi.ResourceOptions(parent=self)
         tags = {"app": "gemma4-t4", **settings.labels}
-        if plan.memory is not None:
-            pulumi.log.info(f"memory plan: {plan.memory.summary()}", resource=self)
-        gpus = catalog.SAGEMAKER_INSTANCE_TYPES[settings.instance_type].gpus
-        if gpus > settings.tensor_parallel_size:
-            pulumi.log.warn(f"{settings.instance_type} carries {gpus} GPUs and tensorParallelSize "
-                            f"{settings.tensor_parallel_size} uses {settings.tensor_parallel_size}: "
-                            f"{gpus - settings.tensor_parallel_size} bill unused (tensorParallelSize {gpus} uses "
-                            "them all)", resource=self)
-
+        self._announce(settings, checked.plan)
         profile = pulumi.Output.from_input(settings.profile or (provider.profile if isinstance(provider, aws.Provider)
                                                                  else None))
         aws_environment = build_environment(provider, profile, settings.image_build_environment)
-
-        environment: dict[str, pulumi.Input[str]] = dict(serving.sagemaker_environment())
-        # The model's environment holds the token's secret's ARN (set once the secret is made, below). That ARN is
-        # the stack's one secret for the life of the stack, so the fleet records only that the model reads a token:
-        # the account check then waits for nothing that bills. A new token value is a new version of the same
-        # secret, which rolls out no fleet (instances started after it read it).
-        token_marker = {catalog.HF_TOKEN_SECRET_ENV: "the stack's hfToken secret"} if settings.hf_token is not None \
-            else {}
-        # What the fleet runs: the model and the endpoint configuration are made from exactly this, so a change
-        # to any of it replaces the configuration, which makes a new endpoint (a second fleet). Its digest re-runs
-        # the account check: the rule that rolls out a fleet is the rule that checks the quota for it.
-        variant: dict[str, Any] = {
-            "instance_type": settings.instance_type, "initial_instance_count": settings.instance_count,
-            "inference_ami_version": settings.inference_ami_version,
-            "container_startup_health_check_timeout_in_seconds": settings.startup_health_check_timeout_seconds,
-            "model_data_download_timeout_in_seconds": settings.model_data_download_timeout_seconds}
-        fleet = pulumi.Output.unsecret(pulumi.Output.all(
-            environment={**environment, **token_marker}, variant=variant, role=settings.execution_role_arn or "",
-            image=image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image)).apply(fleet_digest))
-        account_check = self._account_check(name, settings, region, aws_environment, fleet)
-        image = TuringImage(f"{name}-image", {
-            "base_image": settings.base_image, "vllm_version": catalog.PINS["vllm.sagemaker"], "region": region,
-            "keep_images": settings.keep_images, "name_prefix": settings.name_prefix or default_prefix(name),
-            "tags": settings.labels, "build_environment": aws_environment, "image_builder": settings.image_builder},
-            # The upload and the build wait for the account check: nothing bills before it passed.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[account_check]))
-
+        environment: dict[str, pulumi.Input[str]] = dict(checked.plan.serving.sagemaker_environment())
+        variant, fleet = fleet_of(settings, environment)
+        image = self._image(name, settings, region, aws_environment, fleet)
         prefix = settings.name_prefix or default_prefix(name)
-        log_groups = endpoint_log_groups(prefix)
         # The account the stack's resources are made in, as the repository's ARN names it.
         account = account_of(image.repository_arn)
-        # ARNs are written for the aws partition: a region of another is refused at preview (settings' region).
-        log_group_arn = pulumi.Output.format("arn:{0}:logs:{1}:{2}:log-group:{3}", catalog.AWS_PARTITION, region,
-                                             account, log_groups)
         token_secret = self._token_secret(name, settings.hf_token, tags) if settings.hf_token is not None else None
-        if settings.execution_role_arn is None:
-            role, role_policy = service_role(f"{name}-execution", "sagemaker.amazonaws.com", [
-                {"Sid": "EcrLogin", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
-                {"Sid": "PullImage", "Effect": "Allow",
-                 "Action": ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"],
-                 "Resource": image.repository_arn},
-                # Only the endpoint's own group, which the stack creates (CreateLogGroup finds it there).
-                {"Sid": "EndpointLogs", "Effect": "Allow",
-                 "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
-                            "logs:DescribeLogStreams"],
-                 "Resource": [log_group_arn, pulumi.Output.concat(log_group_arn, ":*")]},
-                {"Sid": "Metrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
-                 "Condition": {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}}},
-                *([{"Sid": "HfToken", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
-                    "Resource": token_secret[0].arn}] if token_secret else []),
-            ], tags, self, sagemaker_trust(region, account))
-            role_arn: pulumi.Input[str] = role.arn
-            model_waits_for: list[pulumi.Resource] = [image.build, role_policy]
-        else:
-            role_arn, model_waits_for = settings.execution_role_arn, [image.build]
-            pulumi.log.info(f"executionRoleArn: the role must allow writing to the log group {log_groups}"
-                            + (" and secretsmanager:GetSecretValue on the hfToken secret (output hf_token_secret_arn)"
-                               if token_secret else ""), resource=self)
-
+        role_arn, model_waits_for = self._execution_role(name, settings, image, region, account, prefix, token_secret,
+                                                         tags)
         if token_secret is not None:
             # The ARN only: the image's entrypoint reads the token at start (turing/hf_token_entrypoint.py).
             environment[catalog.HF_TOKEN_SECRET_ENV] = token_secret[0].arn
@@ -413,12 +386,81 @@ class SageMakerT4Endpoint(T4ServingComponent):
             # The Model pulls the built image by digest: it must wait for the build and the role.
             opts=pulumi.ResourceOptions(parent=self, depends_on=model_waits_for),
         )
+        endpoint, ttl_parts = self._endpoint(name, settings, checked.ttl, model, variant, fleet, region, account,
+                                             aws_environment, tags)
+        scaling = self._autoscale(name, settings, endpoint, tags) if settings.autoscaling else None
+        self.endpoint_name = endpoint.name
+        self.image_uri = image.image_uri
+        self.hf_token_secret_arn = token_secret[0].arn if token_secret is not None else None
+        self._set_outputs(name, settings, checked, endpoint, ttl_parts, scaling, aws_environment, profile)
+
+    def _announce(self, settings: SageMakerT4EndpointSettings, plan: ServingPlan) -> None:
+        """The memory plan, and the GPUs that bill unused (an instance with more T4s than tensorParallelSize)."""
+        if plan.memory is not None:
+            pulumi.log.info(f"memory plan: {plan.memory.summary()}", resource=self)
+        gpus = catalog.SAGEMAKER_INSTANCE_TYPES[settings.instance_type].gpus
+        if gpus > settings.tensor_parallel_size:
+            pulumi.log.warn(f"{settings.instance_type} carries {gpus} GPUs and tensorParallelSize "
+                            f"{settings.tensor_parallel_size} uses {settings.tensor_parallel_size}: "
+                            f"{gpus - settings.tensor_parallel_size} bill unused (tensorParallelSize {gpus} uses "
+                            "them all)", resource=self)
+
+    def _image(self, name: str, settings: SageMakerT4EndpointSettings, region: str,
+               aws_environment: pulumi.Output[dict[str, str]], fleet: pulumi.Output[str]) -> TuringImage:
+        """The account check, then the clamped image, whose upload and build wait for it: nothing bills before it
+        passed."""
+        account_check = self._account_check(name, settings, region, aws_environment, fleet)
+        return TuringImage(f"{name}-image", {
+            "base_image": settings.base_image, "vllm_version": catalog.PINS["vllm.sagemaker"], "region": region,
+            "keep_images": settings.keep_images, "name_prefix": settings.name_prefix or default_prefix(name),
+            "tags": settings.labels, "build_environment": aws_environment, "image_builder": settings.image_builder},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[account_check]))
+
+    def _execution_role(self, name: str, settings: SageMakerT4EndpointSettings, image: TuringImage, region: str,
+                        account: pulumi.Output[str], prefix: str,
+                        token_secret: tuple[aws.secretsmanager.Secret, aws.secretsmanager.SecretVersion] | None,
+                        tags: dict[str, str]) -> tuple[pulumi.Input[str], list[pulumi.Resource]]:
+        """(the role SageMaker runs the model as, what the model waits for): the given executionRoleArn, else a new
+        role that may pull the image, write the endpoint's logs and (with hfToken) read the token's secret."""
+        log_groups = endpoint_log_groups(prefix)
+        if settings.execution_role_arn is not None:
+            pulumi.log.info(f"executionRoleArn: the role must allow writing to the log group {log_groups}"
+                            + (" and secretsmanager:GetSecretValue on the hfToken secret (output hf_token_secret_arn)"
+                               if token_secret else ""), resource=self)
+            return settings.execution_role_arn, [image.build]
+        # ARNs are written for the aws partition: a region of another is refused at preview (settings' region).
+        log_group_arn = pulumi.Output.format("arn:{0}:logs:{1}:{2}:log-group:{3}", catalog.AWS_PARTITION, region,
+                                             account, log_groups)
+        role, role_policy = service_role(f"{name}-execution", "sagemaker.amazonaws.com", [
+            {"Sid": "EcrLogin", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
+            {"Sid": "PullImage", "Effect": "Allow",
+             "Action": ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"],
+             "Resource": image.repository_arn},
+            # Only the endpoint's own group, which the stack creates (CreateLogGroup finds it there).
+            {"Sid": "EndpointLogs", "Effect": "Allow",
+             "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
+                        "logs:DescribeLogStreams"],
+             "Resource": [log_group_arn, pulumi.Output.concat(log_group_arn, ":*")]},
+            {"Sid": "Metrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
+             "Condition": {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}}},
+            *([{"Sid": "HfToken", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
+                "Resource": token_secret[0].arn}] if token_secret else []),
+        ], tags, self, sagemaker_trust(region, account))
+        return role.arn, [image.build, role_policy]
+
+    def _endpoint(self, name: str, settings: SageMakerT4EndpointSettings, ttl: timedelta | None,
+                  model: aws.sagemaker.Model, variant: dict[str, Any], fleet: pulumi.Output[str], region: str,
+                  account: pulumi.Output[str], aws_environment: pulumi.Output[dict[str, str]], tags: dict[str, str]
+                  ) -> tuple[aws.sagemaker.Endpoint, TtlParts | None]:
+        """The endpoint configuration, the endpoint made from it (with its watch, log group and, with a TTL, what
+        deletes it made first)."""
+        prefix = settings.name_prefix or default_prefix(name)
         config = aws.sagemaker.EndpointConfiguration(
             f"{name}-config",
             production_variants=[aws.sagemaker.EndpointConfigurationProductionVariantArgs(
                 variant_name=VARIANT, model_name=model.name, **variant)],
             tags=tags,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
         # The endpoint's name follows its configuration (see endpoint_name); the watch lists it by its start.
         physical_name = config.name.apply(functools.partial(endpoint_name, prefix))
@@ -438,11 +480,14 @@ class SageMakerT4Endpoint(T4ServingComponent):
             # Its log group first: SageMaker would otherwise make one that never expires and outlives destroy.
             opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["endpointConfigName"],
                                         depends_on=[log_group, *([ttl_parts.backstop] if ttl_parts else [])]))
+        return endpoint, ttl_parts
 
-        scaling = self._autoscale(name, settings, endpoint, tags) if settings.autoscaling else None
-        self.endpoint_name = endpoint.name
-        self.image_uri = image.image_uri
-        self.hf_token_secret_arn = token_secret[0].arn if token_secret is not None else None
+    def _set_outputs(self, name: str, settings: SageMakerT4EndpointSettings, checked: CheckedArgs,
+                     endpoint: aws.sagemaker.Endpoint, ttl_parts: TtlParts | None,
+                     scaling: aws.appautoscaling.Target | None, aws_environment: pulumi.Output[dict[str, str]],
+                     profile: pulumi.Output[str | None]) -> None:
+        """The optional outputs (None when the endpoint has no such part), the cost guards, and the contract."""
+        plan, ttl, region, serving = checked.plan, checked.ttl, checked.region, checked.plan.serving
         self.memory_plan = pulumi.Output.from_input(cast(MemoryPlan, plan.memory.as_output())) if plan.memory else None
         # Outputs of what this endpoint has: None (not exported) for autoscaling and a TTL it was not given.
         most = cost_per_hour_usd(settings, settings.instances_max) if scaling is not None else None
@@ -479,34 +524,33 @@ class SageMakerT4Endpoint(T4ServingComponent):
     def _account_check(self, name: str, settings: SageMakerT4EndpointSettings, region: str,
                        environment: pulumi.Output[dict[str, str]], fleet: pulumi.Output[str]) -> command.local.Command:
         """CodeBuild's build quota and the endpoint quota, asked at `up` (not at preview) before the image
-        build (gemma4_t4/clouds/aws_account_check.py). It runs again whenever the fleet changes (FLEET: every
-        change that rolls out a new endpoint), and when autoscaling's most does."""
-        request = fleet.apply(lambda digest: json.dumps({
-            "stack": pulumi.get_stack(), "instance_type": settings.instance_type,
-            "instances": settings.instance_count, "most": settings.instances_max,
+        build (steps/account_check.py). It runs again whenever the fleet changes (FLEET: every change that rolls
+        out a new endpoint), and when autoscaling's most does."""
+        request = fleet.apply(lambda digest: account_check.CheckRequest(
+            stack=pulumi.get_stack(), instance_type=settings.instance_type,
+            instances=settings.instance_count, most=settings.instances_max,
             # No CodeBuild quota to check when the image is built on this machine.
-            "compute_type": catalog.CODEBUILD_COMPUTE_TYPE if settings.image_builder == ImageBuilder.CODEBUILD else "",
-            "tag": image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image), "fleet": digest}))
+            compute_type=catalog.CODEBUILD_COMPUTE_TYPE if settings.image_builder == ImageBuilder.CODEBUILD else "",
+            tag=image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image), fleet=digest))
         return command.local.Command(
             f"{name}-account-check",
-            create=python_step(ACCOUNT_CHECK),
-            environment=pulumi.Output.all(environment, request).apply(
-                lambda found: {"AWS_REGION": region, **found[0], ACCOUNT_CHECK_ENV: found[1]}),
-            triggers=[request],
+            create=account_check.command(),
+            environment=step_environment(environment, region, request),
+            triggers=[request.apply(account_check.CheckRequest.encode)],
             opts=pulumi.ResourceOptions(parent=self))
 
     def _watch_endpoint(self, name: str, config: aws.sagemaker.EndpointConfiguration, region: str,
                         environment: pulumi.Output[dict[str, str]], fallbacks: list[str], name_prefix: str,
                         log_retention_days: int) -> command.local.Command:
         """Beside the endpoint's creation from CONFIG: one that fails to reach InService is deleted, its log group
-        given a retention, its FailureReason printed (components/scripts/endpoint_watch.py)."""
+        given a retention, its FailureReason printed (steps/endpoint_watch.py)."""
+        request = config.name.apply(lambda config_name: endpoint_watch.WatchRequest(
+            config_name=config_name, name_prefix=name_prefix, fallbacks=tuple(fallbacks),
+            log_retention_days=log_retention_days))
         return command.local.Command(
             f"{name}-endpoint-watch",
-            create=python_step(ENDPOINT_WATCH),
-            environment=pulumi.Output.all(environment, config.name).apply(lambda found: {
-                "AWS_REGION": region, **found[0],
-                ENDPOINT_WATCH_ENV: json.dumps({"config_name": found[1], "name_prefix": name_prefix,
-                                                "fallbacks": fallbacks, "log_retention_days": log_retention_days})}),
+            create=endpoint_watch.command(),
+            environment=step_environment(environment, region, request),
             triggers=[config.name],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
 
@@ -629,17 +673,16 @@ class SageMakerT4Endpoint(T4ServingComponent):
         state still lists the endpoint); `pulumi refresh` drops the deleted endpoint, after which
         `pulumi destroy` removes the rest, or `pulumi up` creates a new endpoint with a new clock.
         A deadline that moves into the past (a lowered endpointTtl) deletes the endpoint during that `up`
-        (components/scripts/ttl_passed.py): whether Scheduler ever fires a one-time schedule set in the past is
+        (steps/ttl_passed.py): whether Scheduler ever fires a one-time schedule set in the past is
         not documented."""
         clock = command.local.Command(f"{name}-in-service-at", create=CLOCK, triggers=[endpoint.id],
                                       opts=pulumi.ResourceOptions(parent=self, depends_on=[endpoint]))
         deletes_at = clock.stdout.apply(lambda up: (clock_time(up, f"{name}-in-service-at") + ttl)
                                         .strftime("%Y-%m-%dT%H:%M:%SZ"))
         passed = command.local.Command(
-            f"{name}-ttl-passed", create=python_step(TTL_PASSED),
-            environment=pulumi.Output.all(environment, endpoint.name, deletes_at).apply(lambda found: {
-                "AWS_REGION": region, **found[0],
-                TTL_PASSED_ENV: json.dumps({"endpoint_name": found[1], "deletes_at": found[2]})}),
+            f"{name}-ttl-passed", create=ttl_passed.command(),
+            environment=step_environment(environment, region, pulumi.Output.all(endpoint.name, deletes_at).apply(
+                lambda found: ttl_passed.TtlRequest(endpoint_name=found[0], deletes_at=found[1]))),
             triggers=[deletes_at],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[endpoint]))
         # This schedule and its right to delete follow the endpoint resource, not the name made before it: while a

@@ -7,37 +7,52 @@ says so. An endpoint already gone (the TTL fired) is left gone.
 
 from __future__ import annotations
 
-import json
-import os
 import shlex
 import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .codebuild_run import session_from_env
+from ...step import StepRequest, malformed, python_step, run_step, say_as
+from .build import session_from_env
 
-REQUEST_ENV = "GEMMA4_T4_TTL_PASSED"  # JSON: {"endpoint_name": NAME, "deletes_at": "YYYY-MM-DDTHH:MM:SSZ"}
-MODULE = "gemma4_t4.components.scripts.ttl_passed"
+MODULE = "gemma4_t4.components.sagemaker.steps.ttl_passed"
 
 
-def say(message: str) -> None:
-    print(f"ttl: {message}", file=sys.stderr, flush=True)
+@dataclass(frozen=True)
+class TtlRequest(StepRequest):
+    ENV = "GEMMA4_T4_TTL_PASSED"
+
+    endpoint_name: str
+    deletes_at: str  # YYYY-MM-DDTHH:MM:SSZ
+
+
+REQUEST_ENV = TtlRequest.ENV
+say = say_as("ttl")
+
+
+def command() -> str:
+    """The Command's `create`: this module, run by the program's interpreter."""
+    return python_step(MODULE)
 
 
 def passed(deletes_at: str, now: datetime) -> bool:
     return datetime.fromisoformat(deletes_at.replace("Z", "+00:00")) <= now
 
 
-def main(env: dict[str, str] | None = None, now: datetime | None = None) -> int:
-    env = dict(os.environ if env is None else env)
+def main(env: Mapping[str, str] | None = None, now: datetime | None = None) -> int:
+    return run_step(TtlRequest, lambda request, given: act(request, given, now or datetime.now(UTC)), say, env)
+
+
+def act(request: TtlRequest, env: dict[str, str], now: datetime) -> int:
+    """Deletes the endpoint when its deadline has passed."""
+    name, deletes_at = request.endpoint_name, request.deletes_at
     try:
-        request = json.loads(env[REQUEST_ENV])
-        name, deletes_at = request["endpoint_name"], request["deletes_at"]
-        due = passed(deletes_at, now or datetime.now(UTC))
-    except (KeyError, TypeError, ValueError) as err:
-        say(f"{REQUEST_ENV} is missing or malformed ({err}): this step is run by `pulumi up`")
-        return 2
+        due = passed(deletes_at, now)
+    except (TypeError, ValueError) as err:
+        return malformed(say, REQUEST_ENV, err)
     if not due:
         return 0
     try:

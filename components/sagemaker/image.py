@@ -1,9 +1,9 @@
 """The clamped vLLM image, built by AWS CodeBuild (or, with imageBuilder local, on the machine that runs
-`pulumi up`: components/scripts/local_build.py) into a private ECR repository.
+`pulumi up`: steps/local_build.py) into a private ECR repository.
 
 The 8 GB base image never touches the user's disk: the build context (turing/'s Dockerfile,
 buildspec, gate and clamp) goes to a private S3 bucket, CodeBuild builds and pushes, and the build
-step (components/scripts/codebuild_run.py, a local command started by `pulumi up` with the AWS
+step (steps/build.py, a local command started by `pulumi up` with the AWS
 provider's settings, from build_environment) waits for the build and hands back the image digest. The tag is a hash
 of the build context, so a changed clamp rebuilds and an unchanged one does not.
 
@@ -11,57 +11,41 @@ With keepImages the repository has a fixed name (gemma4-t4/PREFIX), survives `pu
 the next `up` adopts it (import) with its images, so a kept image is reused instead of rebuilt.
 """
 
-import hashlib
 import json
 import shlex
-from importlib.resources.abc import Traversable
-from typing import Required, TypedDict
+from typing import Annotated, Any, Required, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_command as command
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic.alias_generators import to_camel
 
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set
 
-from . import clamp
-from . import provider_answers as answers
-from .aws_iam import account_of, codebuild_trust, service_role
-from .base import answered, provider_for, refusals, type_token, with_alias
-from .config.schema import AWS_REGION, ImageBuilder
-from .local_step import python_step
+from .. import provider_answers as answers
+from ..base import answered, provider_for, refusals, type_token, with_alias
+from ..config import validate
+from ..config.schema import AnyInput, Flag
+from ..step import StepRequest
+from .build_context import build_context_files, image_tag
+from .iam import account_of, codebuild_trust, service_role
+from .settings import AWS_REGION, ImageBuilder
+from .steps import build, local_build
 
 APP = "gemma4-t4"
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:aws:TuringImage"
 
-# Run by the interpreter of the Pulumi program, which has this package and boto3 whatever project the program
-# lives in, named as local_step does it: the same text from every clone (a step re-run anyway finds its image
-# already built and prints the same digest, so nothing downstream changes).
-BUILD_STEP = "gemma4_t4.components.scripts.codebuild_run"
-LOCAL_BUILD_STEP = "gemma4_t4.components.scripts.local_build"
+# The build steps (steps/build.py, steps/local_build.py) run by the interpreter of the Pulumi program, which has
+# this package and boto3 whatever project the program lives in, named as components/step.py does it: the same text
+# from every clone (a step re-run anyway finds its image already built and prints the same digest, so nothing
+# downstream changes).
+BUILD_STEP = build.MODULE
+LOCAL_BUILD_STEP = local_build.MODULE
 
 CODEBUILD_IMAGE = "aws/codebuild/amazonlinux2-x86_64-standard:5.0"
-
-
-def build_context_files() -> dict[str, Traversable]:
-    """Archive path -> file: what the Dockerfile COPYs (the clamp's source and the gate), plus the buildspec."""
-    return {**{name: clamp.CLAMP_DIR / name for name in ("Dockerfile", "buildspec.yml", "ecr-login.sh",
-                                                        "build-image.sh", "sm75_gate.py",
-                                                        "hf_token_entrypoint.py")},
-            **clamp.clamp_source()}
-
-
-def image_tag(vllm_version: str, base_image: str) -> str:
-    """The clamped image's tag: a hash of its build context, so an unchanged clamp is not rebuilt."""
-    return f"vllm-{vllm_version}-sm75-{context_hash(base_image)}"
-
-
-def context_hash(base_image: str) -> str:
-    digest = hashlib.sha256(base_image.encode())
-    for name, path in sorted(build_context_files().items()):
-        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()[:16]
 
 
 class TuringImageArgs(TypedDict, total=False):
@@ -136,6 +120,52 @@ def refuse_unkeeping(name: str, region: str, invoke: pulumi.InvokeOptions) -> No
                            region])))
 
 
+def _none_as_empty(value: Any) -> Any:
+    return {} if value is None else value
+
+
+def _default_builder(value: Any) -> Any:
+    """No builder given (None, ""): CodeBuild; another word is refused with the choices."""
+    if not value:
+        return ImageBuilder.CODEBUILD
+    try:
+        return ImageBuilder(value)
+    except ValueError:
+        raise ConfigError("imageBuilder", f"{value!r} is not one of {', '.join(ImageBuilder)}",
+                          Set("imageBuilder", ImageBuilder.LOCAL.value)) from None
+
+
+class TuringImageSettings(BaseModel):
+    """Everything TuringImage is built from: its Args checked whole (an argument it does not have is refused with
+    the one it most likely means, as the endpoint's are)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
+                              arbitrary_types_allowed=True)
+
+    base_image: str = ""
+    vllm_version: str = ""
+    region: str = ""
+    keep_images: Flag = False
+    name_prefix: str = ""
+    tags: Annotated[dict[str, str], BeforeValidator(_none_as_empty)] = Field(default_factory=dict)
+    image_builder: Annotated[ImageBuilder, BeforeValidator(_default_builder)] = ImageBuilder.CODEBUILD
+    build_environment: AnyInput = None
+
+    @model_validator(mode="after")
+    def _buildable(self) -> "TuringImageSettings":
+        """A private ECR base (CodeBuild pulls from ECR), an AWS region, and the base's vLLM (the tag names it)."""
+        if not catalog.ECR_IMAGE.fullmatch(self.base_image):
+            raise ConfigError("baseImage", f"{self.base_image!r} is not a private ECR image "
+                              "(ACCOUNT.dkr.ecr.REGION.amazonaws.com/NAME:TAG): CodeBuild pulls from ECR",
+                              Set("baseImage", catalog.PINS["sagemaker.base_image"]))
+        if not AWS_REGION.fullmatch(self.region):
+            raise ConfigError("region", f"{self.region!r} is not an AWS region", Set("region", "us-east-2"))
+        if not self.vllm_version:
+            raise ConfigError("vllmVersion", "is not set: the tag names the base image's vLLM",
+                              Set("vllmVersion", catalog.PINS["vllm.sagemaker"]))
+        return self
+
+
 class TuringImage(pulumi.ComponentResource):
     """The AWS vLLM SageMaker container with the Turing clamp, built by AWS CodeBuild into a private ECR
     repository (the base image never touches this machine), or with imageBuilder local on this machine into the
@@ -151,23 +181,38 @@ class TuringImage(pulumi.ComponentResource):
     """The image's tag: vllm-VERSION-sm75-CONTEXTHASH."""
 
     def __init__(self, name: str, args: TuringImageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        keep_images = bool(args.get("keep_images", False))
-        tags = {"app": APP, **(args.get("tags") or {})}
         invoke = pulumi.InvokeOptions(provider=provider_for("aws", opts), parent=opts.parent if opts else None)
-        fixed_name = kept_repository_name(args.get("name_prefix") or default_prefix(name))
-        kept = fixed_name if keep_images else None
         with refusals(TuringImageArgs.__name__):
-            base_image, region = check_image_args(args)
-            builder = check_builder(args.get("image_builder") or ImageBuilder.CODEBUILD)
-            adopt = kept if kept and kept_repository_exists(kept, invoke) else None
-            if not keep_images:
-                refuse_unkeeping(fixed_name, region, invoke)
+            settings = validate(TuringImageSettings, args)
+            fixed_name = kept_repository_name(settings.name_prefix or default_prefix(name))
+            adopt = fixed_name if settings.keep_images and kept_repository_exists(fixed_name, invoke) else None
+            if not settings.keep_images:
+                refuse_unkeeping(fixed_name, settings.region, invoke)
         super().__init__(type_token(TuringImage), name, None, with_alias(opts, LEGACY_TYPE))
         # What the component was made to wait for (e.g. an account check): the upload and the build wait too,
         # since a component's depends_on does not hold back its children.
         after = list(opts.depends_on) if opts and isinstance(opts.depends_on, list) else []
-        tag = image_tag(args["vllm_version"], base_image)
+        tag = image_tag(settings.vllm_version, settings.base_image)
+        tags = {"app": APP, **settings.tags}
+        repository = self._repository(name, fixed_name if settings.keep_images else None, adopt, tags)
+        build_environment = pulumi.Output.from_input(settings.build_environment or {})
+        if settings.image_builder == ImageBuilder.CODEBUILD:
+            self.build = self._codebuild(name, tag, settings, repository, tags, after, build_environment)
+        else:
+            self.build = self._local_build(name, tag, settings, repository, after, build_environment)
+        self.tag = pulumi.Output.from_input(tag)
+        self.repository_url = repository.repository_url
+        self.repository_arn = repository.arn
+        self.image_uri = pulumi.Output.concat(
+            answered(repository.repository_url, f"the ECR repository {name}-repo's repositoryUrl"), "@",
+            answered(self.build.stdout, "the image build step's stdout (the image digest)"))
+        self.register_outputs({"repository_url": self.repository_url, "repository_arn": self.repository_arn,
+                               "image_uri": self.image_uri, "tag": self.tag})
 
+    def _repository(self, name: str, kept: str | None, adopt: str | None, tags: dict[str, str]) -> aws.ecr.Repository:
+        """The private repository (KEPT: its fixed name with keepImages; ADOPT: a kept one already in the account),
+        whose untagged images expire."""
+        keep_images = kept is not None
         repository = aws.ecr.Repository(
             f"{name}-repo",
             name=kept,
@@ -182,35 +227,26 @@ class TuringImage(pulumi.ComponentResource):
         # Images without a tag (a push cut short) expire; the tagged image the endpoint serves never does.
         aws.ecr.LifecyclePolicy(f"{name}-repo-lifecycle", repository=repository.name, policy=json.dumps(
             untagged_expiry_policy()), opts=pulumi.ResourceOptions(parent=self))
-        build_environment = pulumi.Output.from_input(args.get("build_environment") or {})
-        if builder == ImageBuilder.CODEBUILD:
-            self.build = self._codebuild(name, tag, base_image, region, repository, tags, after, build_environment)
-        else:
-            request = pulumi.Output.json_dumps({
-                "repository": repository.name, "repository_url": repository.repository_url, "tag": tag,
-                "base_image": base_image, "base_digest_pin": base_digest_pin(base_image), "builder": builder.value})
-            self.build = command.local.Command(
-                f"{name}-local-build",
-                create=python_step(LOCAL_BUILD_STEP),
-                environment=pulumi.Output.all(build_environment, request).apply(
-                    lambda given: {"AWS_REGION": region, **given[0], "GEMMA4_T4_LOCAL_BUILD": given[1]}),
-                triggers=[tag],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[repository, *after]),
-            )
-        self.tag = pulumi.Output.from_input(tag)
-        self.repository_url = repository.repository_url
-        self.repository_arn = repository.arn
-        self.image_uri = pulumi.Output.concat(
-            answered(repository.repository_url, f"the ECR repository {name}-repo's repositoryUrl"), "@",
-            answered(self.build.stdout, "the image build step's stdout (the image digest)"))
-        self.register_outputs({"repository_url": self.repository_url, "repository_arn": self.repository_arn,
-                               "image_uri": self.image_uri, "tag": self.tag})
+        return repository
 
-    def _codebuild(self, name: str, tag: str, base_image: str, region: str, repository: aws.ecr.Repository,
-                   tags: dict[str, str], after: list, build_environment: pulumi.Output[dict[str, str]]
-                   ) -> command.local.Command:
-        """The build context in a private bucket, a CodeBuild project with a role that may read it, pull the base
-        and push to REPOSITORY, and the step that starts the build and waits for it (codebuild_run)."""
+    def _local_build(self, name: str, tag: str, settings: TuringImageSettings, repository: aws.ecr.Repository,
+                     after: list, build_environment: pulumi.Output[dict[str, str]]) -> command.local.Command:
+        """The step that builds the image on this machine and pushes it (steps/local_build.py)."""
+        request = pulumi.Output.all(repository.name, repository.repository_url).apply(
+            lambda found: local_build.LocalBuildRequest(
+                repository=found[0], repository_url=found[1], tag=tag, base_image=settings.base_image,
+                base_digest_pin=base_digest_pin(settings.base_image), builder=settings.image_builder.value))
+        return command.local.Command(
+            f"{name}-local-build",
+            create=local_build.command(),
+            environment=step_environment(build_environment, settings.region, request),
+            triggers=[tag],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[repository, *after]),
+        )
+
+    def _context(self, name: str, tag: str, tags: dict[str, str], after: list
+                 ) -> tuple[aws.s3.Bucket, aws.s3.BucketObjectv2]:
+        """The build context (the files whose hash is the tag) in a private, encrypted bucket that takes TLS only."""
         child = pulumi.ResourceOptions(parent=self)
         bucket = aws.s3.Bucket(f"{name}-context", force_destroy=True, tags=tags, opts=child)
         aws.s3.BucketPublicAccessBlock(f"{name}-context-private", bucket=bucket.id, block_public_acls=True,
@@ -229,10 +265,13 @@ class TuringImage(pulumi.ComponentResource):
             f"{name}-context-archive", bucket=bucket.id, key=f"context/{tag}.zip",
             source=pulumi.AssetArchive({k: pulumi.FileAsset(str(v)) for k, v in build_context_files().items()}),
             opts=pulumi.ResourceOptions(parent=self, depends_on=after))
+        return bucket, context
 
-        log_group = aws.cloudwatch.LogGroup(f"{name}-build-logs", retention_in_days=14, tags=tags, opts=child)
-        base_repository_arn = _ecr_repository_arn(base_image)
-        role, role_policy = service_role(f"{name}-build-role", "codebuild.amazonaws.com", [
+    def _build_role(self, name: str, settings: TuringImageSettings, repository: aws.ecr.Repository,
+                    bucket: aws.s3.Bucket, log_group: aws.cloudwatch.LogGroup, tags: dict[str, str]
+                    ) -> tuple[aws.iam.Role, aws.iam.RolePolicy]:
+        """CodeBuild's role: it may write its logs, read the context, pull the base and push to REPOSITORY."""
+        return service_role(f"{name}-build-role", "codebuild.amazonaws.com", [
             {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
              "Resource": pulumi.Output.concat(answered(log_group.arn, f"the log group {name}-build-logs's arn"), ":*")},
             {"Sid": "Context", "Effect": "Allow", "Action": ["s3:GetObject", "s3:GetObjectVersion"],
@@ -244,12 +283,22 @@ class TuringImage(pulumi.ComponentResource):
             {"Sid": "EcrLogin", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
             {"Sid": "PullBase", "Effect": "Allow",
              "Action": ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"],
-             "Resource": base_repository_arn},
+             "Resource": _ecr_repository_arn(settings.base_image)},
             {"Sid": "PushImage", "Effect": "Allow",
              "Action": ["ecr:BatchCheckLayerAvailability", "ecr:InitiateLayerUpload", "ecr:UploadLayerPart",
                         "ecr:CompleteLayerUpload", "ecr:PutImage", "ecr:BatchGetImage", "ecr:DescribeImages"],
              "Resource": repository.arn},
-        ], tags, self, codebuild_trust(region, account_of(repository.arn), f"{name}-build*"))
+        ], tags, self, codebuild_trust(settings.region, account_of(repository.arn), f"{name}-build*"))
+
+    def _codebuild(self, name: str, tag: str, settings: TuringImageSettings, repository: aws.ecr.Repository,
+                   tags: dict[str, str], after: list, build_environment: pulumi.Output[dict[str, str]]
+                   ) -> command.local.Command:
+        """The build context in a private bucket, a CodeBuild project with a role that may read it, pull the base
+        and push to REPOSITORY, and the step that starts the build and waits for it (steps/build.py)."""
+        child = pulumi.ResourceOptions(parent=self)
+        bucket, context = self._context(name, tag, tags, after)
+        log_group = aws.cloudwatch.LogGroup(f"{name}-build-logs", retention_in_days=14, tags=tags, opts=child)
+        role, role_policy = self._build_role(name, settings, repository, bucket, log_group, tags)
         project = aws.codebuild.Project(
             f"{name}-build",
             service_role=role.arn,
@@ -262,7 +311,8 @@ class TuringImage(pulumi.ComponentResource):
                 type="LINUX_CONTAINER",
                 privileged_mode=True,  # Docker inside the build
                 environment_variables=[
-                    aws.codebuild.ProjectEnvironmentEnvironmentVariableArgs(name="BASE_IMAGE", value=base_image),
+                    aws.codebuild.ProjectEnvironmentEnvironmentVariableArgs(name="BASE_IMAGE",
+                                                                           value=settings.base_image),
                     aws.codebuild.ProjectEnvironmentEnvironmentVariableArgs(name="TARGET_REPO",
                                                                            value=repository.repository_url),
                     aws.codebuild.ProjectEnvironmentEnvironmentVariableArgs(name="TARGET_TAG", value=tag),
@@ -274,20 +324,28 @@ class TuringImage(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        request = pulumi.Output.json_dumps({
-            "project": project.name, "repository": repository.name, "tag": tag,
-            "source_location": pulumi.Output.concat(bucket.id, "/", context.key),
-            "base_image": base_image, "base_digest_pin": base_digest_pin(base_image),
-            "role_name": role.name, "policy_name": role_policy.name})
+        request = pulumi.Output.all(project.name, repository.name, bucket.id, context.key, role.name,
+                                    role_policy.name).apply(lambda found: build.BuildRequest(
+                                        project=found[0], repository=found[1], tag=tag,
+                                        source_location=f"{found[2]}/{found[3]}", base_image=settings.base_image,
+                                        base_digest_pin=base_digest_pin(settings.base_image), role_name=found[4],
+                                        policy_name=found[5]))
         return command.local.Command(
             f"{name}-codebuild-run",
-            create=python_step(BUILD_STEP),
-            environment=pulumi.Output.all(build_environment, request)
-            .apply(lambda given: {"AWS_REGION": region, **given[0], "GEMMA4_T4_BUILD": given[1]}),
+            create=build.command(),
+            environment=step_environment(build_environment, settings.region, request),
             triggers=[tag],
             # The policy too: a build started before its permissions exist fails with AccessDenied.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[project, context, role_policy, *after]),
         )
+
+
+def step_environment(environment: pulumi.Input[dict[str, str]], region: str,
+                     request: pulumi.Output[StepRequest]) -> pulumi.Output[dict[str, str]]:
+    """A step's environment: AWS_REGION, the AWS client's settings (which may name another), and its request
+    under the variable its type names."""
+    return pulumi.Output.all(environment, request).apply(
+        lambda found: {"AWS_REGION": region, **found[0], found[1].ENV: found[1].encode()})
 
 
 def untagged_expiry_policy() -> dict:
@@ -308,31 +366,6 @@ def tls_only_policy(bucket_arn: str) -> dict:
 
 def default_prefix(name: str) -> str:
     return f"{pulumi.get_stack()}-{name}"
-
-
-def check_image_args(args: TuringImageArgs) -> tuple[str, str]:
-    """(base image, region), refused unless the base is a private ECR image and the region an AWS region."""
-    base_image, region = args.get("base_image", ""), args.get("region", "")
-    if not catalog.ECR_IMAGE.fullmatch(base_image):
-        raise ConfigError("baseImage", f"{base_image!r} is not a private ECR image "
-                          "(ACCOUNT.dkr.ecr.REGION.amazonaws.com/NAME:TAG): CodeBuild pulls from ECR",
-                          Set("baseImage", catalog.PINS["sagemaker.base_image"]))
-    if not AWS_REGION.fullmatch(region or ""):
-        raise ConfigError("region", f"{region!r} is not an AWS region", Set("region", "us-east-2"))
-    if not args.get("vllm_version"):
-        raise ConfigError("vllmVersion", "is not set: the tag names the base image's vLLM",
-                          Set("vllmVersion", catalog.PINS["vllm.sagemaker"]))
-    return base_image, region
-
-
-
-
-def check_builder(builder: str) -> ImageBuilder:
-    try:
-        return ImageBuilder(builder)
-    except ValueError:
-        raise ConfigError("imageBuilder", f"{builder!r} is not one of {', '.join(ImageBuilder)}",
-                          Set("imageBuilder", ImageBuilder.LOCAL.value)) from None
 
 
 def base_digest_pin(base_image: str) -> str:

@@ -2,7 +2,7 @@
 and the container tool of this machine, for accounts CodeBuild will not serve.
 
 The same image as CodeBuild's, from the same build context (the files whose hash is the tag), pushed to the
-same private ECR repository under the same tag, with the same checks (components/scripts/codebuild_run.py):
+same private ECR repository under the same tag, with the same checks (components/sagemaker/steps/build.py):
 1. An image with this tag already in the repository (read from ECR) is reused, not rebuilt.
 2. The base image is resolved to its digest through ECR and checked against the pin; the build is FROM exactly
    that digest.
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import resource
 import shlex
 import shutil
@@ -32,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,10 +41,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from gemma4_t4 import catalog
 
-from .. import image_build
-from .codebuild_run import BuildError, existing_digest, pinned_base, session_from_env
+from ...step import StepRequest, malformed, python_step, run_step, say_as
+from .. import build_context
+from .build import BuildError, existing_digest, pinned_base, session_from_env
 
-SETTINGS_ENV = "GEMMA4_T4_LOCAL_BUILD"  # JSON: LocalBuildRequest's fields
+MODULE = "gemma4_t4.components.sagemaker.steps.local_build"
 TEST_OVERRIDE_ENV = "GEMMA4_T4_LOCAL_BUILD_TEST_OVERRIDE"  # JSON: see the module's docstring
 TOOLS = ("docker", "podman", "buildah")
 MANIFEST_TYPES = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json, " \
@@ -52,7 +53,9 @@ MANIFEST_TYPES = "application/vnd.docker.distribution.manifest.v2+json, applicat
 
 
 @dataclass(frozen=True)
-class LocalBuildRequest:
+class LocalBuildRequest(StepRequest):
+    ENV = "GEMMA4_T4_LOCAL_BUILD"
+
     repository: str  # the ECR repository's name
     repository_url: str  # ACCOUNT.dkr.ecr.REGION.amazonaws.com/NAME
     tag: str
@@ -67,8 +70,7 @@ class TestOverride:
     build_args: dict[str, str] = field(default_factory=dict)
 
 
-def say(message: str) -> None:
-    print(f"local-build: {message}", file=sys.stderr, flush=True)
+say = say_as("local-build")
 
 
 def find_tool(builder: str, path: str | None = None) -> tuple[str, str]:
@@ -176,14 +178,14 @@ def ulimits() -> list[str]:
 def check_context(base_image: str, tag: str) -> None:
     """Refused unless the build context's hash is the tag's: the package that runs this step must be the one
     `pulumi up` planned with, or the tag would name another image."""
-    if not tag.endswith(image_build.context_hash(base_image)):
+    if not tag.endswith(build_context.context_hash(base_image)):
         raise BuildError(f"this machine's gemma4-t4 builds another context than the tag {tag} names: run "
                          "`pulumi up` with the same gemma4-t4 that planned it")
 
 
 def write_context(directory: Path) -> None:
     """The build context CodeBuild gets (the files whose hash is the tag), written out."""
-    for name, source in image_build.build_context_files().items():
+    for name, source in build_context.build_context_files().items():
         (directory / name).parent.mkdir(parents=True, exist_ok=True)
         (directory / name).write_bytes(source.read_bytes())
 
@@ -235,20 +237,27 @@ def build_and_push(request: LocalBuildRequest, env: dict[str, str], override: Te
     return digest
 
 
-def main(env: dict[str, str] | None = None) -> int:
-    env = dict(os.environ if env is None else env)
+SETTINGS_ENV = LocalBuildRequest.ENV
+
+
+def command() -> str:
+    """The Command's `create`: this module, run by the program's interpreter."""
+    return python_step(MODULE)
+
+
+def main(env: Mapping[str, str] | None = None) -> int:
+    return run_step(LocalBuildRequest, build, say, env)
+
+
+def build(request: LocalBuildRequest, env: dict[str, str]) -> int:
+    """The pushed image's digest on stdout (the one already in the repository with this tag, if any)."""
     try:
-        request = LocalBuildRequest(**json.loads(env[SETTINGS_ENV]))
         override = TestOverride(**json.loads(env.get(TEST_OVERRIDE_ENV) or "{}"))
-    except (KeyError, TypeError, ValueError) as err:
-        say(f"{SETTINGS_ENV} is missing or malformed ({err}): this step is run by `pulumi up`")
-        return 2
+    except (TypeError, ValueError) as err:
+        return malformed(say, TEST_OVERRIDE_ENV, err)
     started = time.monotonic()
     try:
         digest = build_and_push(request, env, override)
-    except BuildError as err:
-        say(str(err))
-        return 1
     except (BotoCoreError, ClientError) as err:
         say(f"AWS: {err}")
         return 1

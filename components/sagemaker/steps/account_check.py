@@ -10,7 +10,7 @@ It asks, with the AWS provider's settings (the same environment as the image bui
    beside those the account's other endpoints hold; when the stack's endpoint already runs, a change holds
    the old and the new fleet at once (blue/green), so both must fit, unless the running endpoint already
    is what this `up` deploys (its fleet tag is this `up`'s fleet digest). The step runs again whenever the
-   fleet digest changes: the same rule that makes a new endpoint (components/sagemaker.py, fleet_digest)
+   fleet digest changes: the same rule that makes a new endpoint (components/sagemaker/component.py, fleet_digest)
    re-checks the quota for it, whatever changed (type, count, image, model, maxModelLen, dtype, a token set
    or removed).
 A refusal exits 1 with the quota's name and how to raise it, which stops `pulumi up` there. Credentials
@@ -19,24 +19,32 @@ that may not read the quotas leave the account unchecked (said, not fatal).
 
 from __future__ import annotations
 
-import json
-import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ..catalog import SAGEMAKER_FLEET_TAG, SAGEMAKER_STACK_TAG
-from ..components.scripts.codebuild_run import session_from_env
-from ..core.preflight import Check
-from .sagemaker.preflight import UPDATE_CHECK, codebuild_check, fetch_codebuild, sagemaker_checks, sagemaker_usage
+from gemma4_t4.catalog import SAGEMAKER_FLEET_TAG, SAGEMAKER_STACK_TAG
+from gemma4_t4.clouds.sagemaker.preflight import (
+    UPDATE_CHECK,
+    codebuild_check,
+    fetch_codebuild,
+    sagemaker_checks,
+    sagemaker_usage,
+)
+from gemma4_t4.core.preflight import Check
 
-REQUEST_ENV = "GEMMA4_T4_ACCOUNT_CHECK"  # JSON: CheckRequest's fields
-MODULE = "gemma4_t4.clouds.aws_account_check"
+from ...step import StepRequest, python_step, run_step, say_as
+from .build import session_from_env
+
+MODULE = "gemma4_t4.components.sagemaker.steps.account_check"
 
 
 @dataclass(frozen=True)
-class CheckRequest:
+class CheckRequest(StepRequest):
+    ENV = "GEMMA4_T4_ACCOUNT_CHECK"
+
     stack: str
     instance_type: str
     instances: int
@@ -81,17 +89,21 @@ def stops_the_up(check: Check, unchanged: bool) -> bool:
     return not check.ok or (check.warning and check.name == UPDATE_CHECK and not unchanged)
 
 
-def say(message: str) -> None:
-    print(f"account-check: {message}", file=sys.stderr, flush=True)
+REQUEST_ENV = CheckRequest.ENV
+say = say_as("account-check")
 
 
-def main(env: dict[str, str] | None = None) -> int:
-    env = dict(os.environ if env is None else env)
-    try:
-        request = CheckRequest(**json.loads(env[REQUEST_ENV]))
-    except (KeyError, TypeError, ValueError) as err:
-        say(f"{REQUEST_ENV} is missing or malformed ({err}): this step is run by `pulumi up`")
-        return 2
+def command() -> str:
+    """The Command's `create`: this module, run by the program's interpreter."""
+    return python_step(MODULE)
+
+
+def main(env: Mapping[str, str] | None = None) -> int:
+    return run_step(CheckRequest, check, say, env)
+
+
+def check(request: CheckRequest, env: dict[str, str]) -> int:
+    """"ok" (or "unchecked") on stdout; exit 1 when a quota would stop the endpoint or the build."""
     try:
         session = session_from_env(env)
         if not session.region_name:

@@ -2,7 +2,7 @@
 
 It runs with the AWS settings of the stack's Pulumi AWS provider (aws:region, aws:profile,
 aws:accessKey/secretKey/token, aws:assumeRole(s), aws:endpoints), handed over in its environment
-by components/image_build.py, so the build is looked for in the account the resources are made
+by components/sagemaker/image.py, so the build is looked for in the account the resources are made
 in; no AWS CLI is needed. Prints the image digest on stdout; everything else goes to stderr.
 
 1. An image with this tag already in the repository (immutable tags: same context, same image)
@@ -26,11 +26,10 @@ in; no AWS CLI is needed. Prints the image digest on stdout; everything else goe
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +38,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from gemma4_t4 import catalog
 
-SETTINGS_ENV = "GEMMA4_T4_BUILD"  # JSON: BuildRequest's fields
+from ...step import StepFailed, StepRequest, python_step, run_step, say_as
+
+MODULE = "gemma4_t4.components.sagemaker.steps.build"
 ASSUME_ROLES_ENV = "GEMMA4_T4_ASSUME_ROLES"  # JSON list: the provider's aws:assumeRole(s), in order
 EARLY_PHASES = ("SUBMITTED", "QUEUED", "PROVISIONING", "DOWNLOAD_SOURCE")
 # The buildspec's ECR logins (turing/ecr-login.sh): a PRE_BUILD failure of one is a refused login; the
@@ -54,12 +55,14 @@ MANIFEST_TYPES = ["application/vnd.docker.distribution.manifest.v2+json",
                   "application/vnd.oci.image.manifest.v1+json", "application/vnd.oci.image.index.v1+json"]
 
 
-class BuildError(RuntimeError):
+class BuildError(StepFailed):
     """The build did not produce an image: the message says which build, where and why."""
 
 
 @dataclass(frozen=True)
-class BuildRequest:
+class BuildRequest(StepRequest):
+    ENV = "GEMMA4_T4_BUILD"
+
     project: str
     repository: str
     tag: str
@@ -85,8 +88,7 @@ class Timing:
         return cls(**{field: float(env[var]) for field, var in names.items() if var in env})
 
 
-def say(message: str) -> None:
-    print(f"codebuild-run: {message}", file=sys.stderr, flush=True)
+say = say_as("codebuild-run")
 
 
 def session_from_env(env: dict[str, str]) -> boto3.session.Session:
@@ -282,13 +284,20 @@ def run_build(codebuild, request: BuildRequest, base: str, timing: Timing, regio
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
-def main(env: dict[str, str] | None = None) -> int:
-    env = dict(os.environ if env is None else env)
-    try:
-        request = BuildRequest(**json.loads(env[SETTINGS_ENV]))
-    except (KeyError, TypeError, ValueError) as err:
-        say(f"{SETTINGS_ENV} is missing or malformed ({err}): this step is run by `pulumi up`")
-        return 2
+SETTINGS_ENV = BuildRequest.ENV
+
+
+def command() -> str:
+    """The Command's `create`: this module, run by the program's interpreter."""
+    return python_step(MODULE)
+
+
+def main(env: Mapping[str, str] | None = None) -> int:
+    return run_step(BuildRequest, build, say, env)
+
+
+def build(request: BuildRequest, env: dict[str, str]) -> int:
+    """The image digest on stdout: the one already built with this tag, else the one CodeBuild builds now."""
     timing = Timing.from_env(env)
     started = time.monotonic()
     try:
@@ -305,14 +314,11 @@ def main(env: dict[str, str] | None = None) -> int:
         base = pinned_base(session, request.base_image, request.base_digest_pin)
         say(f"base image: {base}")
         wait_for_policy(session.client("iam"), request, timing)
-        build = run_build(session.client("codebuild"), request, base, timing, region, lambda: account_id(session))
+        done = run_build(session.client("codebuild"), request, base, timing, region, lambda: account_id(session))
         digest = existing_digest(ecr, request.repository, request.tag)
         if not digest:
-            raise BuildError(f"build {build['id']} succeeded but {request.repository} has no image tagged "
-                             f"{request.tag}; log: {log_link(build, region)}")
-    except BuildError as err:
-        say(str(err))
-        return 1
+            raise BuildError(f"build {done['id']} succeeded but {request.repository} has no image tagged "
+                             f"{request.tag}; log: {log_link(done, region)}")
     except (BotoCoreError, ClientError) as err:
         say(f"AWS: {err}")
         return 1

@@ -7,25 +7,24 @@ when the endpoint configuration exists, finds the endpoint SageMaker creates fro
   no instances, but stays in the account, and in the way of the next `up`), and exits 1 with the reason.
 - An endpoint of this stack being updated to the configuration instead: exits 0. The stack no longer
   updates an endpoint in place (every new configuration is a new endpoint, named after it; see
-  components/sagemaker.py), so this meets only an update made outside it. No endpoint at all within
+  components/sagemaker/component.py), so this meets only an update made outside it. No endpoint at all within
   the appear time (CreateEndpoint refused, e.g. ResourceLimitExceeded): exits 0, the Endpoint reports it.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .codebuild_run import session_from_env
+from ...step import LOCAL_ONLY, StepRequest, python_step, run_step, say_as
+from .build import session_from_env
 
-REQUEST_ENV = "GEMMA4_T4_ENDPOINT_WATCH"  # JSON: WatchRequest's fields
-MODULE = "gemma4_t4.components.scripts.endpoint_watch"
+MODULE = "gemma4_t4.components.sagemaker.steps.endpoint_watch"
 
 
 # SageMaker's FailureReason when the region has no instance of the type to give (as published in
@@ -35,18 +34,28 @@ NO_CAPACITY = "InsufficientInstanceCapacity"
 
 
 @dataclass(frozen=True)
-class WatchRequest:
+class WatchRequest(StepRequest):
+    ENV = "GEMMA4_T4_ENDPOINT_WATCH"
+
     config_name: str  # the endpoint configuration the endpoint is created from
     name_prefix: str  # every name of the stack's endpoints starts with it (PREFIX-endpoint-)
     fallbacks: tuple[str, ...] = ()  # other instance types with the same T4s, in the order to try them
     log_retention_days: int = 14  # the stack's logRetentionDays (its own log group has it already)
-    appear_s: float = 300
-    timeout_s: float = 7200
-    poll_s: float = 30
+    appear_s: float = field(default=300, metadata=LOCAL_ONLY)
+    timeout_s: float = field(default=7200, metadata=LOCAL_ONLY)
+    poll_s: float = field(default=30, metadata=LOCAL_ONLY)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fallbacks", tuple(self.fallbacks))  # a JSON list read back
 
 
-def say(message: str) -> None:
-    print(f"endpoint-watch: {message}", file=sys.stderr, flush=True)
+REQUEST_ENV = WatchRequest.ENV
+say = say_as("endpoint-watch")
+
+
+def command() -> str:
+    """The Command's `create`: this module, run by the program's interpreter."""
+    return python_step(MODULE)
 
 
 def find(sagemaker, request: WatchRequest) -> tuple[dict[str, Any] | None, bool]:
@@ -108,20 +117,17 @@ def watch(session, request: WatchRequest) -> int:
         time.sleep(request.poll_s)
 
 
-def main(env: dict[str, str] | None = None) -> int:
-    env = dict(os.environ if env is None else env)
-    try:
-        fields = json.loads(env[REQUEST_ENV])
-        request = WatchRequest(**{**fields, "fallbacks": tuple(fields.get("fallbacks", ()))})
-    except (KeyError, TypeError, ValueError) as err:
-        say(f"{REQUEST_ENV} is missing or malformed ({err}): this step is run by `pulumi up`")
-        return 2
+def watched(request: WatchRequest, env: dict[str, str]) -> int:
     try:
         return watch(session_from_env(env), request)
     except (BotoCoreError, ClientError) as err:
         # The watch is a clean-up beside the Endpoint resource, which reports the endpoint's own failure.
         say(f"AWS: {err}: not watched")
         return 0
+
+
+def main(env: Mapping[str, str] | None = None) -> int:
+    return run_step(WatchRequest, watched, say, env)
 
 
 if __name__ == "__main__":

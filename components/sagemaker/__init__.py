@@ -1,0 +1,25 @@
+"""SageMaker's room: Gemma 4 on an ml.g4dn endpoint, everything the component owns in one folder.
+
+- component.py: SageMakerT4Endpoint and its Args (the endpoint, its role, logs, TTL and autoscaling);
+- settings.py: SageMakerT4EndpointSettings, the rules only SageMaker has;
+- image.py: TuringImage, the clamped image built into a private ECR repository;
+- iam.py: the service roles and who may assume them;
+- steps/: the local steps `pulumi up` runs (account check, image build, endpoint watch, TTL check).
+
+Names load on first use: a step run by `pulumi up` (python -m ...steps.build) imports this package without the
+Pulumi SDKs the component needs.
+"""
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__all__ = ["SageMakerT4Endpoint", "SageMakerT4EndpointArgs"]
+
+if TYPE_CHECKING:
+    from .component import SageMakerT4Endpoint, SageMakerT4EndpointArgs
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(".component", __name__), name)

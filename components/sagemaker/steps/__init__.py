@@ -1,0 +1,10 @@
+"""The SageMaker component's local steps (pulumi-command Commands that `pulumi up` runs with the program's
+interpreter), one module each: its request (a StepRequest the component writes to the Command's environment and
+the step reads back), the `create` that runs it (``command()``), and its main through components/step.py's runner.
+
+- account_check: the CodeBuild and endpoint quotas, before anything bills;
+- build: the image built by CodeBuild (imageBuilder codebuild), its digest on stdout;
+- local_build: the same image built on this machine (imageBuilder local, docker, podman or buildah);
+- endpoint_watch: beside the endpoint's creation, a failed endpoint's reason printed and the endpoint deleted;
+- ttl_passed: a deadline moved into the past (a lowered endpointTtl) deletes the endpoint now.
+"""
