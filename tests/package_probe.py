@@ -17,7 +17,7 @@ import sys
 from typing import Any
 
 from gemma4_t4 import components
-from gemma4_t4.clouds import CLOUDS
+from gemma4_t4.clouds import CLOUDS, standins
 from gemma4_t4.components import package
 from gemma4_t4.core import plan as offline
 from gemma4_t4.errors import PROJECT
@@ -33,7 +33,7 @@ def _invokes() -> dict[str, offline.Invoke]:
 
 
 def _registered(program: Any) -> list[dict[str, Any]]:
-    plan = offline.run_program(STACK, {}, invokes=_invokes(), program=program)
+    plan = offline.run_program(STACK, {}, invokes=_invokes(), program=program, standins=standins())
     found = [{"type": r.type, "name": r.name, "parent": r.parent, "inputs": r.inputs,
               "outputs": r.registered_outputs} for r in plan.resources]
     # In registration order for the component, then by type and name: children register as their
@@ -63,7 +63,7 @@ def refuse(token: str, inputs: dict[str, Any]) -> None:
         except InputPropertyError as error:
             print(json.dumps({"property_path": error.property_path, "reason": error.reason}))
 
-    offline.run_program(STACK, {}, invokes=_invokes(), program=program)
+    offline.run_program(STACK, {}, invokes=_invokes(), program=program, standins=standins())
 
 
 def plugin(directory: str) -> str:

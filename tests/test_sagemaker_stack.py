@@ -768,7 +768,7 @@ def test_aws_endpoints_keys_are_the_providers_and_reach_the_botocore_client(monk
 
     import boto3
 
-    from gemma4_t4.clouds.sagemaker import build_environment
+    from gemma4_t4.clouds.sagemaker.cloud import build_environment
 
     package = Path(importlib.util.find_spec("pulumi_aws").submodule_search_locations[0])
     provider_keys = set(re.findall(r"def (\w+)\(self\) -> Optional\[_builtins\.str\]", (
