@@ -26,12 +26,12 @@ class Workspace:
     """The server's scope, and the targets, VMs and paths a tool call resolves inside it."""
 
     def __init__(self, project_dir: Path | None = None, workdir: Path | None = None,
-                 allow_urls: Sequence[str] = (), sagemaker_endpoint_url: str | None = None,
+                 allow_urls: Sequence[str] = (), endpoint_url: str | None = None,
                  compute_endpoint: str | None = None):
         self.project_dir = project_dir
         self.workdir = (workdir or Path.cwd()).resolve()
         self.urls = scope.Urls(tuple(allow_urls))
-        self.endpoint_url = sagemaker_endpoint_url
+        self.endpoint_url = endpoint_url  # a stand-in for the cloud's serving API (clouds.stack_target)
         self.compute_endpoint = compute_endpoint
 
     def outputs(self, stack: str) -> dict[str, Any]:
