@@ -199,7 +199,7 @@ def test_mcp_tools_pass_failures_through_the_same_boundary(error):
     from google.auth.exceptions import RefreshError
     from mcp.server.mcpserver.exceptions import ToolError
 
-    from gemma4_t4.mcp import server
+    from gemma4_t4.mcp import calls
 
     raised = {"refresh": RefreshError("Reauthentication is needed. Please run `gcloud auth application-default "
                                       "login` to reauthenticate."),
@@ -209,7 +209,7 @@ def test_mcp_tools_pass_failures_through_the_same_boundary(error):
         raise raised[error]
 
     with pytest.raises(ToolError) as caught:
-        anyio.run(server._in_thread, fail)
+        anyio.run(calls.in_thread, fail)
     assert str(caught.value) == failures.explain(raised[error]).message
 
 

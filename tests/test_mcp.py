@@ -31,7 +31,7 @@ from sagemaker_standin import StandIn
 from gemma4_t4.core import bench as core_bench
 from gemma4_t4.core.ops import SCHEMA_VERSION
 from gemma4_t4.mcp import cli_parity, scope
-from gemma4_t4.mcp.server import CHANGES_STATE, COSTS_MONEY
+from gemma4_t4.mcp.effects import CHANGES_STATE, COSTS_MONEY
 
 pytestmark = [pytest.mark.cli, pytest.mark.standin]
 
@@ -582,14 +582,20 @@ def json_types(schema: dict[str, Any]) -> set[str]:
 
 
 def test_every_cli_command_is_a_tool_with_the_same_arguments():
+    """Walks the registered tools (gemma4_t4.mcp.tools), as the server builds them."""
+    from gemma4_t4.mcp import server
+    from gemma4_t4.mcp import tools as registry
+    from gemma4_t4.mcp.workspace import Workspace
+
     async def main():
-        async with session() as client:
-            return {tool.name: tool.input_schema["properties"] for tool in (await client.list_tools()).tools}
+        return {tool.name: tool.input_schema["properties"] for tool in await server.build(Workspace()).list_tools()}
 
     tools = anyio.run(main)
+    assert list(tools) == [tool.NAME for tool in registry.TOOLS], "the server serves the registered tools, in order"
     commands = cli_options()
     assert set(commands) == set(cli_parity.TOOL_OF_COMMAND) | set(cli_parity.NO_TOOL), "a command with no tool"
     assert set(tools) == set(cli_parity.TOOL_OF_COMMAND.values()), "a tool with no command"
+    assert len(cli_parity.TOOL_OF_COMMAND) == len(registry.TOOLS), "two tools say they are the same command"
     for command, options in commands.items():
         if command in cli_parity.NO_TOOL:
             continue

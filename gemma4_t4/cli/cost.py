@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-README_STACKS = ("gce-t4", "sagemaker-t4")
+# The stack each registered cloud ships, in the registry's order: a column each.
+README_STACKS = tuple(cloud.stack for cloud in clouds.CLOUDS.values())
 
 
 def readme_table(stacks: tuple[str, ...] = README_STACKS) -> str:

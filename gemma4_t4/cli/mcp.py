@@ -55,5 +55,5 @@ def run(args: argparse.Namespace) -> int:
         raise FileNotFoundError(2, "no such folder (--workdir)", str(args.workdir))
     server.serve(args.transport, args.port, project_dir=args.project_dir, workdir=args.workdir,
                  allow_urls=args.allow_url,
-                 sagemaker_endpoint_url=args.sagemaker_endpoint_url, compute_endpoint=args.compute_endpoint)
+                 endpoint_url=args.sagemaker_endpoint_url, compute_endpoint=args.compute_endpoint)
     return EXIT_OK

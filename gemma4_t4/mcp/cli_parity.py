@@ -1,13 +1,14 @@
-"""How the MCP tools match the CLI's operator commands: the tool each command is, the options a tool
-names otherwise, and what no tool offers, with why. tests/test_mcp.py holds the CLI's parser and the
-tool list to these tables, names and types both, so the two front ends cannot drift apart."""
+"""How the MCP tools match the CLI's operator commands: the tool each command is (each registered tool
+module's COMMAND), the options a tool names otherwise, and what no tool offers, with why.
+tests/test_mcp.py holds the CLI's parser and the registered tools to these tables, names and types both,
+so the two front ends cannot drift apart."""
 
 from __future__ import annotations
 
-# The tool of each CLI command ("command action" where the command has actions).
-TOOL_OF_COMMAND = {"plan": "plan", "preflight": "preflight", "cost": "cost", "zones": "zones", "fit": "fit",
-                   "status": "status", "wait": "wait", "query": "query", "logs": "logs", "bench run": "bench",
-                   "bench compare": "bench_compare", "stop": "stop", "start": "start"}
+from .tools import TOOLS
+
+# The tool of each CLI command ("command action" where the command has actions), as each tool module says.
+TOOL_OF_COMMAND = {tool.COMMAND: tool.NAME for tool in TOOLS}
 
 # Commands with no tool, and why.
 NO_TOOL = {"mcp": "it is the server that offers the tools"}
