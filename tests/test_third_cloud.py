@@ -119,14 +119,19 @@ def test_what_it_cannot_do_is_refused_with_its_reason(registered):
 
 
 def test_the_mcp_tools_plan_and_status(project, server, fake_pulumi, monkeypatch):
-    from gemma4_t4.mcp.server import Server
+    from mcp import Client
+
+    from gemma4_t4.mcp.server import build
+    from gemma4_t4.mcp.workspace import Workspace
 
     _, deployed = clouds.plan_stack(STACK, [f"url={server}"], project)
     monkeypatch.setenv("PATH", fake_pulumi(deployed.outputs)["PATH"])
-    tools = Server(project_dir=project).build()
+    server_ = build(Workspace(project_dir=project))
 
     async def call(tool: str, **arguments):
-        result = await tools.call_tool(tool, arguments)
+        # The SDK's client connected in-process: the stand-in cloud is registered in this process only.
+        async with Client(server_) as client:
+            result = await client.call_tool(tool, arguments)
         assert not result.is_error, result.content
         return result.structured_content
 
