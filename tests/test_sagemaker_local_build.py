@@ -157,28 +157,6 @@ def test_a_tag_of_another_context_is_refused(moto, account):
     assert "base image:" not in result.stderr, "refused before the base is resolved"
 
 
-@pytest.mark.core
-@pytest.mark.standin
-def test_preflight_does_not_ask_about_codebuild_for_a_local_build(moto, monkeypatch):
-    from aws_standin import add_codebuild_quota, add_sagemaker_quotas
-
-    from gemma4_t4 import clouds
-
-    moto.reset()
-    for key, value in moto.env().items():
-        monkeypatch.setenv(key, value)
-    name = add_codebuild_quota(monkeypatch, default=15.0, applied=0.0)
-    add_sagemaker_quotas(monkeypatch, {"ml.g4dn.xlarge for endpoint usage": 1.0}, applied={})
-
-    def checks(*overrides: str) -> dict:
-        config, result = clouds.plan_stack("sagemaker-t4", overrides, REPO)
-        return {c.name: c for c in clouds.preflight("sagemaker-t4", config, result)}
-
-    assert not checks()[name].ok
-    local = checks("imageBuilder=local")
-    assert name not in local and local["ml.g4dn.xlarge for endpoint usage"].ok
-
-
 @pytest.mark.components
 def test_the_stack_never_sets_the_test_override():
     """Only tests set it: the component hands the step its request and the AWS environment, nothing else."""

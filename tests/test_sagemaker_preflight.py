@@ -206,3 +206,19 @@ def test_the_checks_ask_as_the_stacks_aws_profile(aws, monkeypatch, tmp_path):
         checks("sagemaker-t4")
     with pytest.raises(preflight.PreflightError, match=r"'nobody' .* is not in ~/.aws/config"):
         checks("sagemaker-t4", "aws:profile=nobody")
+
+
+def test_preflight_does_not_ask_about_codebuild_for_a_local_build(moto, monkeypatch):
+    moto.reset()
+    for key, value in moto.env().items():
+        monkeypatch.setenv(key, value)
+    name = add_codebuild_quota(monkeypatch, default=15.0, applied=0.0)
+    add_sagemaker_quotas(monkeypatch, {"ml.g4dn.xlarge for endpoint usage": 1.0}, applied={})
+
+    def checks(*overrides: str) -> dict:
+        config, result = clouds.plan_stack("sagemaker-t4", overrides, REPO)
+        return {c.name: c for c in clouds.preflight("sagemaker-t4", config, result)}
+
+    assert not checks()[name].ok
+    local = checks("imageBuilder=local")
+    assert name not in local and local["ml.g4dn.xlarge for endpoint usage"].ok
