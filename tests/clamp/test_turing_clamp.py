@@ -10,9 +10,7 @@ from turing_clamp import contract, plugin, policy, targets
 
 from gemma4_t4 import catalog
 
-pytestmark = pytest.mark.clamp
-
-FIXTURE = Path(__file__).parent / "fixtures" / "fake_unified_attention.py"
+FIXTURE = Path(__file__).parent.parent / "fixtures" / "fake_unified_attention.py"
 T4 = targets.SM75_SHARED_LIMIT
 
 

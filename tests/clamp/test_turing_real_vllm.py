@@ -15,8 +15,6 @@ from conftest import REPO, run
 
 from gemma4_t4 import catalog
 
-pytestmark = pytest.mark.clamp
-
 VERSIONS = sorted(catalog.CLAMP_VERIFIED_VLLM)
 
 

@@ -13,8 +13,6 @@ from conftest import REPO
 from gemma4_t4 import cli
 from gemma4_t4.cli import output
 
-pytestmark = pytest.mark.cli
-
 
 def _parsers(parser: argparse.ArgumentParser, path: str = "gemma4-t4"):
     yield path, parser

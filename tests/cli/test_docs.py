@@ -8,13 +8,10 @@ import re
 import subprocess
 import sys
 
-import pytest
 from conftest import REPO
 
 from gemma4_t4 import project_file
 from gemma4_t4.cli.cost import README_STACKS, readme_table
-
-pytestmark = pytest.mark.cli
 
 README = (REPO / "README.md").read_text()
 DOCS = {path.name: path.read_text() for path in (REPO / "docs").glob("*.md")}

@@ -14,8 +14,6 @@ from gemma4_t4 import cli, clouds
 from gemma4_t4.cli import output
 from gemma4_t4.core import failures, fit, lifecycle
 
-pytestmark = pytest.mark.cli
-
 GCE_COMMANDS = [("preflight", "gce-t4", "--project", "p"), ("preflight", "gce-t4", "--project", "p", "--all-regions"),
                 ("stop", "--instance", "vm", "--zone", "us-west2-b", "--project", "p", "--timeout", "0"),
                 ("start", "--instance", "vm", "--zone", "us-west2-b", "--project", "p", "--timeout", "0")]

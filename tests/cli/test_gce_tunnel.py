@@ -20,8 +20,6 @@ from pathlib import Path
 import pytest
 from conftest import REPO, free_port, run, send_json
 
-pytestmark = pytest.mark.cli
-
 
 def serving(model: str, port: int = 0, health: int = 200) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):

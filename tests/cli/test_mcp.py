@@ -33,7 +33,7 @@ from gemma4_t4.core.ops import SCHEMA_VERSION
 from gemma4_t4.mcp import cli_parity, scope
 from gemma4_t4.mcp.server import CHANGES_STATE, COSTS_MONEY
 
-pytestmark = [pytest.mark.cli, pytest.mark.standin]
+pytestmark = pytest.mark.standin
 
 TOOLS = {"plan", "cost", "zones", "preflight", "fit", "status", "wait", "query", "logs", "bench", "bench_compare",
          "stop", "start"}

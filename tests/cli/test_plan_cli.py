@@ -12,7 +12,7 @@ from conftest import REPO, run
 
 from gemma4_t4.core import plan as plan_mod
 
-pytestmark = [pytest.mark.cli, pytest.mark.standin]
+pytestmark = pytest.mark.standin
 
 
 def plan_cli(*args: str):

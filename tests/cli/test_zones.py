@@ -11,8 +11,6 @@ from conftest import REPO, run
 
 from gemma4_t4 import catalog
 
-pytestmark = pytest.mark.cli
-
 
 def zones(*args: str):
     # No cloud credentials and no network: the command answers from the catalog alone.

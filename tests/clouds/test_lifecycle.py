@@ -16,7 +16,7 @@ from gemma4_t4 import catalog
 from gemma4_t4.core import lifecycle
 from gemma4_t4.core.targets import TargetError
 
-pytestmark = [pytest.mark.core, pytest.mark.standin]
+pytestmark = pytest.mark.standin
 
 PROJECT = "my-project"
 # The recorded VM: n1-standard-2 + one T4, a 32 GB pd-ssd boot disk and the 250 GB pd-balanced data disk.

@@ -8,8 +8,6 @@ from conftest import REPO
 from gemma4_t4 import clouds
 from gemma4_t4.core import capacity, preflight
 
-pytestmark = pytest.mark.core
-
 REGION_QUOTA_0 = {"name": "us-west2", "quotas": [{"metric": "CPUS", "limit": 24.0, "usage": 0.0},
                                                 {"metric": "NVIDIA_T4_GPUS", "limit": 0.0, "usage": 0.0}]}
 REGION_QUOTA_USED = {"name": "us-west2", "quotas": [{"metric": "NVIDIA_T4_GPUS", "limit": 1.0, "usage": 1.0}]}

@@ -17,7 +17,7 @@ from gemma4_t4 import catalog, clouds
 from gemma4_t4.core import capacity, preflight
 from gemma4_t4.errors import ConfigError
 
-pytestmark = [pytest.mark.core, pytest.mark.standin]
+pytestmark = pytest.mark.standin
 
 G4DN = "ml.g4dn.xlarge for endpoint usage"
 

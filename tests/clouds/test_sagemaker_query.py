@@ -22,7 +22,7 @@ from sagemaker_standin import _header, event_message
 from gemma4_t4.core import ops
 from gemma4_t4.core.targets import SageMakerTarget, TargetError
 
-pytestmark = [pytest.mark.core, pytest.mark.standin]
+pytestmark = pytest.mark.standin
 
 AWS = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_EC2_METADATA_DISABLED": "true",
        "AWS_CONFIG_FILE": "/dev/null", "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}

@@ -19,8 +19,6 @@ from gemma4_t4.components import GceT4Server, InvalidArgs, SageMakerT4Endpoint
 from gemma4_t4.core import plan as offline
 from gemma4_t4.testing import ProviderMocks
 
-pytestmark = pytest.mark.components
-
 INSTANCE = "gcp:compute/instance:Instance"
 
 

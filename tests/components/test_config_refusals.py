@@ -9,8 +9,6 @@ import json
 
 import pytest
 
-pytestmark = pytest.mark.components
-
 LABELS_64 = "labels=" + json.dumps({f"l{i}": "x" for i in range(64)})
 TAGS_50 = "labels=" + json.dumps({f"t{i}": "x" for i in range(50)})
 TAGS_49 = "labels=" + json.dumps({f"t{i}": "x" for i in range(49)})  # + app and the endpoint's stack tag: 51

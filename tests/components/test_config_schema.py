@@ -16,8 +16,6 @@ from gemma4_t4.components.config import GceT4ServerSettings, SageMakerT4Endpoint
 from gemma4_t4.core import plan as plan_mod
 from gemma4_t4.errors import ConfigError
 
-pytestmark = pytest.mark.components
-
 SETTINGS = {"gce-t4": GceT4ServerSettings, "sagemaker-t4": SageMakerT4EndpointSettings}
 
 

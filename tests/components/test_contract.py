@@ -7,8 +7,6 @@ import pytest
 
 from gemma4_t4.contract import OUTPUTS
 
-pytestmark = pytest.mark.components
-
 COMPONENTS = {"gce-t4": "gemma4-t4:index:GceT4Server", "sagemaker-t4": "gemma4-t4:index:SageMakerT4Endpoint"}
 
 

@@ -19,8 +19,6 @@ from gemma4_t4.core.plan import guard_lines
 INSTANCE = "gcp:compute/instance:Instance"
 SCHEDULE = "aws:scheduler/schedule:Schedule"
 
-pytestmark = pytest.mark.components
-
 # --- GCE cost guard on the graph ---------------------------------------------------------------------
 
 

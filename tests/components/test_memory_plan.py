@@ -9,8 +9,6 @@ from gemma4_t4.catalog import vllm as engine
 from gemma4_t4.components import memory
 from gemma4_t4.components.model_facts import ModelFacts, from_catalog
 
-pytestmark = pytest.mark.components
-
 E2B = catalog.find_model("google/gemma-4-E2B-it-qat-w4a16-ct")
 
 

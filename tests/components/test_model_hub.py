@@ -9,8 +9,6 @@ from conftest import vllm_args
 
 from gemma4_t4 import catalog
 
-pytestmark = pytest.mark.components
-
 QWEN = "Qwen/Qwen2.5-0.5B-Instruct"
 
 

@@ -16,8 +16,6 @@ from gemma4_t4.components import guest as render
 from gemma4_t4.components.model_facts import Unsized, read_hub
 from gemma4_t4.core.plan import format_plan, revision_line
 
-pytestmark = pytest.mark.components
-
 INSTANCE = "gcp:compute/instance:Instance"
 MODEL = "aws:sagemaker/model:Model"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

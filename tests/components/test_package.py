@@ -16,8 +16,6 @@ import pytest
 import yaml
 from conftest import REPO
 
-pytestmark = pytest.mark.components
-
 SCHEMA = json.loads((REPO / "components" / "schema.json").read_text())
 TOKENS = {"GceT4Server": "gemma4-t4:index:GceT4Server", "SageMakerT4Endpoint": "gemma4-t4:index:SageMakerT4Endpoint"}
 PROBE = [sys.executable, str(REPO / "tests" / "package_probe.py")]

@@ -12,8 +12,6 @@ import pytest
 
 from gemma4_t4 import catalog
 
-pytestmark = pytest.mark.components
-
 
 @pytest.mark.parametrize(("override", "key", "fix"), [
     ("gcp:projet=mine", "gcp:projet", "pulumi config rm gcp:projet && pulumi config set gcp:project VALUE"),

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-pytestmark = [pytest.mark.components, pytest.mark.build]
+pytestmark = pytest.mark.build
 
 # (what is guarded, file, the source as it is, the source broken)
 MUTATIONS = [
@@ -50,8 +50,9 @@ MUTATIONS = [
     ("an untagged image expires, a tagged one never", "components/image_build.py",
      '"selection": {"tagStatus": "untagged"', '"selection": {"tagStatus": "any"'),
 ]
-GRAPH_TESTS = ["tests/test_gce_stack.py", "tests/test_gce_access.py", "tests/test_sagemaker_stack.py",
-               "tests/test_cost_guard.py", "tests/test_sagemaker_ttl.py"]
+GRAPH_TESTS = ["tests/components/gce/test_gce_stack.py", "tests/components/gce/test_gce_access.py",
+               "tests/components/sagemaker/test_sagemaker_stack.py", "tests/components/test_cost_guard.py",
+               "tests/components/sagemaker/test_sagemaker_ttl.py"]
 
 
 @pytest.fixture(scope="module")

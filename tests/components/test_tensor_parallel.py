@@ -12,8 +12,6 @@ from gemma4_t4 import catalog
 from gemma4_t4.catalog import vllm as engine
 from gemma4_t4.components import memory
 
-pytestmark = pytest.mark.components
-
 INSTANCE = "gcp:compute/instance:Instance"
 CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
 MODEL = "aws:sagemaker/model:Model"

@@ -18,8 +18,6 @@ from conftest import REPO
 
 from gemma4_t4.core.plan import Plan, RegisteredResource
 
-pytestmark = pytest.mark.components
-
 RECORDED = json.loads((REPO / "tests" / "fixtures" / "registered-0.2.0.json").read_text())
 ROOT_STACK = "pulumi:pulumi:Stack"
 # Resources added since 0.2.0, created on the upgrade (nothing old is replaced for them): (stack, type, name).

@@ -14,8 +14,6 @@ from fixtures.record_upgrade import digest_long
 
 from gemma4_t4.clouds import plan_stack
 
-pytestmark = [pytest.mark.components]
-
 RECORDED = json.loads((REPO / "tests" / "fixtures" / "upgrade-0.3.0.json").read_text())
 
 ACCOUNT_CHECK = ("urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$command:local:Command"

@@ -18,8 +18,6 @@ from conftest import REPO, run
 from gemma4_t4.catalog import vllm as names
 from gemma4_t4.core import bench, charts, metrics
 
-pytestmark = pytest.mark.core
-
 RECORDED_METRICS = (REPO / "tests" / "fixtures" / "vllm_metrics.txt").read_text()
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -17,8 +17,6 @@ from sagemaker_standin import StandIn
 from gemma4_t4 import clouds
 from gemma4_t4.core.targets import HttpTarget, SageMakerTarget, TargetError
 
-pytestmark = pytest.mark.core
-
 FAKE_AWS = {"AWS_ACCESS_KEY_ID": "AKIDEXAMPLE", "AWS_SECRET_ACCESS_KEY": "secret", "AWS_DEFAULT_REGION": "us-east-2",
             "AWS_EC2_METADATA_DISABLED": "true"}
 

@@ -17,8 +17,6 @@ from conftest import REPO
 from gemma4_t4.core import ops, proc
 from gemma4_t4.core.targets import TargetError
 
-pytestmark = pytest.mark.core
-
 # A child that starts a grandchild (as gcloud starts ssh), writes the grandchild's pid, and waits for it: a
 # shell, which does all that within milliseconds even on a loaded machine.
 PARENT = 'sleep 300 & echo $! > "$1"; wait'

@@ -14,8 +14,6 @@ import pytest
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError
 
-pytestmark = pytest.mark.facts
-
 # A source names a seed, a documentation page or a date: "seed 002: ...", "AWS list price, ..., 2026".
 SOURCE = re.compile(r"seed \d{3}|\b20\d\d\b|https?://")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CLOUDS = [*sorted((REPO / "gemma4_t4" / "clouds").glob("*.py")), REPO / "gemma4_t4" / "testing.py"]
 STANDINS = sorted((REPO / "tests").glob("*_standin.py"))
 FIXTURES = REPO / "tests" / "fixtures"

@@ -18,8 +18,6 @@ from conftest import REPO, require_tool, run
 
 from gemma4_t4.components import guest as render
 
-pytestmark = pytest.mark.guest
-
 SCRIPTS = sorted((REPO / "cloudinit").rglob("*.sh")) + sorted((REPO / "turing").rglob("*.sh"))
 UNITS = render.guest_units()
 DISK_SCRIPT = REPO / "cloudinit" / "scripts" / "setup-data-disk.sh"

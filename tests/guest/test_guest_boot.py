@@ -34,7 +34,7 @@ from gemma4_t4 import clouds
 from gemma4_t4.components import guest as render
 from gemma4_t4.components.gce import DATA_DISK_DEVICE_NAME
 
-pytestmark = [pytest.mark.guest, pytest.mark.boot]
+pytestmark = pytest.mark.boot
 
 CACHE = REPO / ".cache" / "guest"
 STANDIN_LOCK = REPO / "tests" / "guest" / "standin-lock.txt"

@@ -11,8 +11,6 @@ import pytest
 from gemma4_t4 import catalog
 from gemma4_t4.components import guest_lock as lock
 
-pytestmark = pytest.mark.guest
-
 GCE_LOCKS = {v: lock.parse(lock.LOCKS[lock.gce_lock_kind(v)].read_text()) for v in catalog.GCE_VLLM_VERSIONS}
 GCE = GCE_LOCKS[catalog.PINS["vllm.gce"]]
 STANDIN = lock.parse(lock.LOCKS["standin"].read_text())

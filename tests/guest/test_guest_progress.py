@@ -13,8 +13,6 @@ import pytest
 from conftest import REPO
 from guest import net
 
-pytestmark = pytest.mark.guest
-
 SCRIPTS = REPO / "cloudinit" / "scripts"
 
 

@@ -18,8 +18,6 @@ from conftest import REPO, free_port
 from gemma4_t4 import catalog
 from gemma4_t4.components import guest
 
-pytestmark = pytest.mark.guest
-
 SCRIPT = REPO / "cloudinit" / "scripts" / "idle_stop.py"
 BOUND = 60  # minutes
 START = 1000.0  # the boot's window opened here

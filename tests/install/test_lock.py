@@ -16,8 +16,6 @@ from conftest import REPO
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-pytestmark = pytest.mark.cli
-
 LOCK = REPO / "requirements.lock"
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 
-pytestmark = [pytest.mark.cli, pytest.mark.build]
+pytestmark = pytest.mark.build
 
 
 def test_installing_the_project_adds_only_gemma4_t4(tmp_path):

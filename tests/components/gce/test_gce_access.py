@@ -18,8 +18,6 @@ from gemma4_t4.core import plan as offline
 from gemma4_t4.core.cost import CostEstimate
 from gemma4_t4.core.targets import HttpTarget, TargetError
 
-pytestmark = pytest.mark.components
-
 INSTANCE = "gcp:compute/instance:Instance"
 FIREWALL = "gcp:compute/firewall:Firewall"
 ROUTER = "gcp:compute/router:Router"

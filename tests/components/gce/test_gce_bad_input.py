@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.components
-
 REFUSED = [
     # (override, key named in the message, fragment of the fix)
     ("dtype=bfloat16", "gemma4-t4:dtype", "dtype float16"),

@@ -23,8 +23,6 @@ def stack_resource_name(project: str, stack: str, suffix: str) -> str:
     """The name the stack program gives one of its GCE resources."""
     return gce_resource_name(GCE.name_prefix(project, stack), suffix)
 
-pytestmark = pytest.mark.components
-
 DISK = "gcp:compute/disk:Disk"
 INSTANCE = "gcp:compute/instance:Instance"
 SUBNET = "gcp:compute/subnetwork:Subnetwork"

@@ -13,8 +13,6 @@ from gemma4_t4 import catalog
 from gemma4_t4.components import guest as render
 from gemma4_t4.components.model_facts import model_facts
 
-pytestmark = pytest.mark.components
-
 INSTANCE = "gcp:compute/instance:Instance"
 DISK = "gcp:compute/disk:Disk"
 FIREWALL = "gcp:compute/firewall:Firewall"

@@ -19,8 +19,6 @@ import pytest
 
 from gemma4_t4.components import guest as render
 
-pytestmark = pytest.mark.components
-
 INSTANCE = "gcp:compute/instance:Instance"
 DISK = "gcp:compute/disk:Disk"
 FORCE_NEW = ("bootDisk", "guestAccelerators", "name", "networkInterfaces", "zone", "metadataStartupScript")

@@ -17,7 +17,7 @@ from conftest import REPO
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds import aws_account_check
 
-pytestmark = [pytest.mark.components, pytest.mark.standin]
+pytestmark = pytest.mark.standin
 
 COMMAND = "command:local:Command"
 CHECK = "gemma4-t4-account-check"

@@ -15,8 +15,6 @@ from gemma4_t4 import catalog
 from gemma4_t4.components import sagemaker
 from gemma4_t4.core import plan as plan_mod
 
-pytestmark = pytest.mark.components
-
 TARGET = "aws:appautoscaling/target:Target"
 POLICY = "aws:appautoscaling/policy:Policy"
 ENDPOINT = "aws:sagemaker/endpoint:Endpoint"

@@ -18,7 +18,7 @@ from gemma4_t4 import catalog
 from gemma4_t4.components import image_build
 from gemma4_t4.components.scripts import codebuild_run
 
-pytestmark = [pytest.mark.components, pytest.mark.standin]
+pytestmark = pytest.mark.standin
 
 BASE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.3"
 TAG = "vllm-0.30.0-sm75-0123456789abcdef"

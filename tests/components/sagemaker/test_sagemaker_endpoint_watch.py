@@ -15,7 +15,7 @@ from conftest import REPO
 
 from gemma4_t4.components.scripts import endpoint_watch
 
-pytestmark = [pytest.mark.components, pytest.mark.standin]
+pytestmark = pytest.mark.standin
 
 NAME = "sagemaker-t4-endpoint-1a2b3c4d"
 # SageMaker's FailureReason for a container the host image's driver cannot run (seed 002).

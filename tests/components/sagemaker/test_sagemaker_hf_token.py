@@ -17,7 +17,7 @@ from conftest import REPO
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.core.plan import SECRET_PLACEHOLDER
 
-pytestmark = [pytest.mark.components, pytest.mark.standin]
+pytestmark = pytest.mark.standin
 
 WRAPPER = REPO / "turing" / "hf_token_entrypoint.py"
 TOKEN = "hf_" + "x" * 34  # the shape of a Hugging Face user access token

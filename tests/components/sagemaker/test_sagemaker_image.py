@@ -22,7 +22,7 @@ from conftest import REPO, require_tool
 from gemma4_t4 import catalog
 from gemma4_t4.components import image_build
 
-pytestmark = [pytest.mark.components, pytest.mark.image]
+pytestmark = pytest.mark.image
 
 VLLM, TORCH = catalog.PINS["vllm.sagemaker"], catalog.PINS["torch.cpu"]
 TRITON = catalog.PINS[f"triton.for_vllm.{VLLM}"]

@@ -42,7 +42,6 @@ TAG = image_build.image_tag(catalog.PINS["vllm.sagemaker"], ECR_BASE)
 # --- the graph ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.components
 def test_local_builds_without_codebuild_and_the_model_runs_its_digest(run_stack):
     plan = run_stack("sagemaker-t4", "imageBuilder=local")
     assert not plan.find("aws:codebuild/project:Project") and not plan.find("aws:s3/bucket:Bucket")
@@ -66,7 +65,6 @@ def test_local_builds_without_codebuild_and_the_model_runs_its_digest(run_stack)
     assert check["compute_type"] == ""
 
 
-@pytest.mark.components
 def test_the_cost_has_no_codebuild_minutes_and_says_where_the_build_runs(run_stack):
     from gemma4_t4.clouds.sagemaker import LOCAL_BUILD_NOTE, SAGEMAKER
     from gemma4_t4.core.cost import CostEstimate
@@ -79,13 +77,11 @@ def test_the_cost_has_no_codebuild_minutes_and_says_where_the_build_runs(run_sta
     assert LOCAL_BUILD_NOTE in local.notes and LOCAL_BUILD_NOTE not in codebuild.notes
 
 
-@pytest.mark.components
 def test_a_named_tool_is_handed_to_the_step(run_stack):
     step = run_stack("sagemaker-t4", "imageBuilder=buildah").one(COMMAND, STEP)
     assert json.loads(step.inputs["environment"][local_build.SETTINGS_ENV])["builder"] == "buildah"
 
 
-@pytest.mark.components
 def test_an_unknown_builder_is_refused_with_the_choices(refused_stack):
     error, _ = refused_stack("sagemaker-t4", "imageBuilder=kaniko")
     assert error.key == "gemma4-t4:imageBuilder"
@@ -116,7 +112,6 @@ def account(moto):
     return ecr
 
 
-@pytest.mark.components
 @pytest.mark.standin
 def test_an_image_already_in_ecr_is_reused_without_any_tool(moto, account):
     account.put_image(repositoryName="vllm", imageManifest=manifest("base"), imageTag=ECR_BASE.rsplit(":", 1)[1])
@@ -126,7 +121,6 @@ def test_an_image_already_in_ecr_is_reused_without_any_tool(moto, account):
     assert result.stdout == pushed["image"]["imageId"]["imageDigest"] + "\n" and "already built" in result.stderr
 
 
-@pytest.mark.components
 @pytest.mark.standin
 def test_without_a_tool_the_step_says_which_to_install(moto, account, tmp_path):
     account.put_image(repositoryName="vllm", imageManifest=manifest("base"), imageTag=ECR_BASE.rsplit(":", 1)[1])
@@ -138,7 +132,6 @@ def test_without_a_tool_the_step_says_which_to_install(moto, account, tmp_path):
     assert named.returncode == 1 and "imageBuilder podman: podman is not on this machine's PATH" in named.stderr
 
 
-@pytest.mark.components
 @pytest.mark.standin
 def test_a_republished_base_is_refused_before_anything_is_built(moto, account):
     account.put_image(repositoryName="vllm", imageManifest=manifest("base"), imageTag=ECR_BASE.rsplit(":", 1)[1])
@@ -147,7 +140,6 @@ def test_a_republished_base_is_refused_before_anything_is_built(moto, account):
     assert "local-build: docker" not in result.stderr and "local-build: buildah" not in result.stderr
 
 
-@pytest.mark.components
 @pytest.mark.standin
 def test_a_tag_of_another_context_is_refused(moto, account):
     """The package that runs the step must build what the tag names (the context's hash)."""
@@ -157,7 +149,6 @@ def test_a_tag_of_another_context_is_refused(moto, account):
     assert "base image:" not in result.stderr, "refused before the base is resolved"
 
 
-@pytest.mark.components
 def test_the_stack_never_sets_the_test_override():
     """Only tests set it: the component hands the step its request and the AWS environment, nothing else."""
     source = (REPO / "components" / "image_build.py").read_text() + (REPO / "components" / "sagemaker.py").read_text()
@@ -203,7 +194,6 @@ def registry_manifest(url: str, name: str, reference: str) -> httpx.Response:
                      headers={"Accept": catalog.SAGEMAKER_MANIFEST_TYPE})
 
 
-@pytest.mark.components
 @pytest.mark.image
 def test_buildah_builds_the_image_pushes_it_and_the_next_up_reuses_it(moto, account, registry, tmp_path):
     from test_sagemaker_image import BASE, BUILDAH_ENV, TORCH, TRITON, VLLM

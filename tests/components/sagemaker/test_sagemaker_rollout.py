@@ -27,7 +27,7 @@ from gemma4_t4.components.scripts import endpoint_watch, ttl_passed
 from gemma4_t4.core import preflight
 from gemma4_t4.core.plan import MOCK_NOW
 
-pytestmark = [pytest.mark.components, pytest.mark.standin]
+pytestmark = pytest.mark.standin
 
 ENDPOINT = "aws:sagemaker/endpoint:Endpoint"
 CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"

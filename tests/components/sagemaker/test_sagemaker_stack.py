@@ -24,8 +24,6 @@ from gemma4_t4.components.local_step import python_step
 from gemma4_t4.components.scripts import codebuild_run
 from gemma4_t4.core.plan import SECRET_PLACEHOLDER
 
-pytestmark = pytest.mark.components
-
 MODEL = "aws:sagemaker/model:Model"
 CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
 COMMAND = "command:local:Command"

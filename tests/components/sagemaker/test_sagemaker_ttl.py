@@ -13,7 +13,7 @@ from aws_standin import allows, fire_schedule, set_endpoint_status
 
 from gemma4_t4 import clouds
 
-pytestmark = [pytest.mark.components, pytest.mark.standin]
+pytestmark = pytest.mark.standin
 
 SCHEDULE = "aws:scheduler/schedule:Schedule"
 # EventBridge Scheduler's one-time expression (API reference, ScheduleExpression).
