@@ -127,8 +127,8 @@ device-bundle: fit-env
 dist: $(VENV)/.installed
 	rm -rf dist build/lib && $(VENV)/bin/pip wheel $(PIP) --no-deps -w dist ./turing .
 
-# The package schema, made by Pulumi's analyzer from the components (tests/test_package.py holds the
-# committed one equal); then Pulumi.yaml's config section from it (tests/test_config_schema.py).
+# The package schema, made by Pulumi's analyzer from the components (tests/components/test_package.py holds the
+# committed one equal); then Pulumi.yaml's config section from it (tests/components/test_config_schema.py).
 schema: $(VENV)/.installed
 	$(PY) -m gemma4_t4.components.package > components/schema.json
 	@echo "Pulumi.yaml's config section (paste it over the old one):"; $(PY) -m gemma4_t4.project_file

@@ -1,7 +1,7 @@
 """Pulumi.yaml's `config:` section, made from the components' Settings (types, defaults) and their Args'
 documentation (the package schema's descriptions): every key of the stack program, grouped as Pulumi.yaml
 groups them. `python -m gemma4_t4.project_file` prints it to paste over the section after a change
-(tests/test_config_schema.py holds the two equal).
+(tests/components/test_config_schema.py holds the two equal).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def groups() -> list[tuple[str, list[str]]]:
 
 def reference() -> str:
     """docs/config-reference.md: every key, its type, default and description, as Pulumi.yaml has
-    them (`python -m gemma4_t4.project_file --markdown`; tests/test_docs.py holds the page equal)."""
+    them (`python -m gemma4_t4.project_file --markdown`; tests/cli/test_docs.py holds the page equal)."""
     keys = section()
     lines = ["# Configuration reference", "",
              "Every key of the `gemma4-t4` stacks, set with `pulumi config set gemma4-t4:KEY VALUE` (a dotted key",

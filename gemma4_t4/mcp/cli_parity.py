@@ -1,5 +1,5 @@
 """How the MCP tools match the CLI's operator commands: the tool each command is, the options a tool
-names otherwise, and what no tool offers, with why. tests/test_mcp.py holds the CLI's parser and the
+names otherwise, and what no tool offers, with why. tests/cli/test_mcp.py holds the CLI's parser and the
 tool list to these tables, names and types both, so the two front ends cannot drift apart."""
 
 from __future__ import annotations

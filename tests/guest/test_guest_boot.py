@@ -415,7 +415,8 @@ def test_a_serving_change_restarts_vllm_with_it_on_the_same_vm(world):
     overrides = [o for o in OVERRIDES if not o.startswith("maxModelLen=")] + ["maxModelLen=128"]
     changed = clouds.offline_plan("gce-t4", clouds.stack_config("gce-t4", overrides, REPO)).one(
         "gcp:compute/instance:Instance").state
-    # An update in place: nothing the provider replaces the VM for has changed (tests/test_serving_in_place.py).
+    # An update in place: nothing the provider replaces the VM for has changed
+    # (tests/components/gce/test_serving_in_place.py).
     for key in ("metadataStartupScript", "bootDisk", "guestAccelerators", "zone", "name"):
         assert changed[key] == world["vm_state"][key], key
     assert changed["metadata"]["user-data"] == world["metadata"]["user-data"]

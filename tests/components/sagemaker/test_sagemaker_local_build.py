@@ -3,7 +3,7 @@
 The graph under Pulumi mocks (no CodeBuild, the Model on the local step's digest); the step
 (components/scripts/local_build.py) as `pulumi up` runs it, a subprocess, with its ECR calls against moto's
 server on loopback; and once, marked `image`, for real: buildah builds the Dockerfile on the stand-in base
-(the one tests/test_sagemaker_image.py builds and keeps), pulled by digest from Debian's distribution registry
+(the one test_sagemaker_image.py builds and keeps), pulled by digest from Debian's distribution registry
 (`docker-registry`) on loopback, and pushes the result there. moto's GetAuthorizationToken answers a
 proxyEndpoint of its own (ACCOUNT.dkr.ecr.REGION.amazonaws.com); the step's documented test-only override
 (local_build.TEST_OVERRIDE_ENV) points every registry at the loopback one.
