@@ -190,13 +190,27 @@ def vllm_args(plan: plan_mod.Plan) -> list[str]:
     return next(line for line in env.splitlines() if line.startswith("VLLM_ARGS=")).split("=", 1)[1].split()
 
 
+# A test's layer marker is its folder's (tests/README.md): a new file takes the marker of the folder
+# it is put in, and a file outside the layers' folders is refused rather than left unmarked.
+LAYERS = {"facts": "facts", "components": "components", "guest": "guest", "clamp": "clamp", "core": "core",
+          "clouds": "core", "cli": "cli", "install": "cli", "tree": "facts"}
+
 # Expensive tests are marked by what they need, read off their fixtures, so a new test that
 # takes the server is in the `server` group without anyone remembering to say so.
 NEEDS = {"vllm_server": "server", "sagemaker": "server", "clamped_report": "wheels", "fit_environments": "wheels"}
 
 
+def layer(path: Path) -> str:
+    folder = path.resolve().relative_to(REPO / "tests").parts[0]
+    if folder not in LAYERS:
+        raise pytest.UsageError(f"{path}: a test file lives in its layer's folder, one of tests/"
+                                f"{{{','.join(LAYERS)}}}/ (tests/README.md says which)")
+    return LAYERS[folder]
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
+        item.add_marker(getattr(pytest.mark, layer(item.path)))
         for fixture, marker in NEEDS.items():
             if fixture in getattr(item, "fixturenames", ()):
                 item.add_marker(getattr(pytest.mark, marker))

@@ -1,4 +1,4 @@
-"""What tests/test_package.py asks of the component package, run in a process of its own: pulumi.provider
+"""What tests/components/test_package.py asks of the component package, run in a process of its own: pulumi.provider
 and google-cloud-compute register the same protobuf (google.rpc.Status) and cannot load in one process.
 
     python tests/package_probe.py schema                 # the package schema, as the provider serves it

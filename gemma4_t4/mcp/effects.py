@@ -1,7 +1,7 @@
 """What calling a tool does to the world, declared by each tool (gemma4_t4/mcp/tools) and told to the
 client twice: as MCP's annotations (read-only, destructive, idempotent, open world) and in `_meta`, the
 two questions an assistant asks before it calls: does it start a bill? does it change anything?
-docs/mcp.md's table says the same; tests/test_mcp.py holds both to what each tool does."""
+docs/mcp.md's table says the same; tests/cli/test_mcp.py holds both to what each tool does."""
 
 from __future__ import annotations
 

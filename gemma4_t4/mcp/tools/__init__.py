@@ -1,5 +1,5 @@
 """The MCP tools, one module each, as gemma4_t4/cli has one module per command. Each tool module says:
-NAME, the tool's name; COMMAND, the CLI command it is (tests/test_mcp.py holds the two to the same
+NAME, the tool's name; COMMAND, the CLI command it is (tests/cli/test_mcp.py holds the two to the same
 arguments, through gemma4_t4.mcp.cli_parity); EFFECT, what calling it does (its annotations and `_meta`:
 gemma4_t4.mcp.effects); and the tool itself, the async function named NAME: a thin call into
 gemma4_t4.core whose signature is the tool's input schema, whose return type its output schema (the

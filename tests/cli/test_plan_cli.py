@@ -1,0 +1,170 @@
+"""`python -m gemma4_t4 plan`: the offline plan as a user runs it (no Pulumi CLI, no cloud)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+import yaml
+from conftest import REPO, run
+
+from gemma4_t4.core import plan as plan_mod
+
+pytestmark = pytest.mark.standin
+
+
+def plan_cli(*args: str):
+    return run([sys.executable, "-m", "gemma4_t4", "plan", *args], cwd=REPO)
+
+
+def test_json_has_the_documented_shape():
+    result = plan_cli("gce-t4", "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert set(doc) == {"schema_version", "stack", "resources", "outputs", "running_usd_per_hour",
+                        "running_usd_per_hour_range"}
+    assert doc["schema_version"] == 1
+    assert doc["stack"] == "gce-t4"
+    assert doc["running_usd_per_hour"] == doc["outputs"]["cost_per_hour_usd"] > 0
+    assert doc["running_usd_per_hour_range"] == [doc["running_usd_per_hour"]] * 2, "one VM: one price"
+    for resource in doc["resources"]:
+        assert {"type", "name", "parent", "inputs"} <= set(resource)
+    vm = next(r for r in doc["resources"] if r["type"] == "gcp:compute/instance:Instance")
+    assert vm["inputs"]["machineType"] == "n1-standard-2"  # engine names: camelCase
+
+
+def test_human_plan_lists_resources_and_cost():
+    result = plan_cli("gce-t4")
+    assert result.returncode == 0, result.stderr
+    assert "+ gcp:compute/instance:Instance  gemma4-t4" in result.stdout
+    assert "memory plan (Tesla T4): 0.9 x 14.56 GiB = 13.11 GiB for vLLM" in result.stdout
+    assert "KV cache 4.66 GiB" in result.stdout
+    assert "estimated cost while running: $" in result.stdout
+
+
+def test_human_plan_lists_the_cost_guards_and_what_one_off_can_cost():
+    result = plan_cli("gce-t4")
+    assert result.returncode == 0, result.stderr
+    assert "cost guards (what stops a forgotten stack's bill):" in result.stdout
+    assert "  idleStopMinutes 60: the VM stops itself after 60 min without a request" in result.stdout
+    assert "  maxRunHours 24: GCE stops the VM after 24 h running" in result.stdout
+    assert "OFF" not in result.stdout and "cost guard" not in result.stderr
+    result = plan_cli("sagemaker-t4", "--config", "endpointTtl=off")
+    assert result.returncode == 0, result.stderr
+    assert "  endpointTtl OFF: nothing deletes the endpoint: it bills until `pulumi destroy`; can bill $17.66/day" \
+        in result.stdout
+    assert "cost guard endpointTtl is off" in result.stderr, "the program's warning, as `pulumi preview` shows it"
+
+
+def test_human_plan_says_whether_the_models_revision_is_pinned():
+    result = plan_cli("gce-t4")
+    assert result.returncode == 0, result.stderr
+    assert ("model revision: not pinned: the Hub's main may change under the stack; set modelRevision to a commit"
+            in result.stdout)
+    assert "model revision not pinned" in result.stderr, "the program's warning, as `pulumi preview` shows it"
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    result = plan_cli("sagemaker-t4", "--config", f"modelRevision={commit}")
+    assert result.returncode == 0, result.stderr
+    assert f"model revision: {commit} (a Hub commit)" in result.stdout and "not pinned" not in result.stderr
+
+
+def test_config_override_and_dotted_path_apply_like_pulumi_config_set(tmp_path):
+    result = plan_cli("gce-t4", "--json", "--config", "gemma4-t4:zone=us-central1-a",
+                      "--config", "gemma4-t4:labels.team=ml", "--user-data", str(tmp_path / "ud.yaml"))
+    assert result.returncode == 0, result.stderr
+    vm = next(r for r in json.loads(result.stdout)["resources"] if r["type"] == "gcp:compute/instance:Instance")
+    assert vm["inputs"]["zone"] == "us-central1-a"
+    assert vm["inputs"]["labels"] == {"app": "gemma4-t4", "team": "ml"}
+    assert yaml.safe_load((tmp_path / "ud.yaml").read_text())["write_files"]
+
+
+def test_refused_config_exits_2_with_the_message():
+    result = plan_cli("gce-t4", "--config", "gemma4-t4:dtype=bfloat16")
+    assert result.returncode == 2
+    assert "gemma4-t4:dtype" in result.stderr and "pulumi config set gemma4-t4:dtype float16" in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_refusal_prints_the_key_as_typed_not_an_emoji():
+    result = plan_cli("gce-t4", "--config", "cloud=aws")  # rich would print gemma4-t4:cloud: as "gemma4-t4☁"
+    assert result.returncode == 2 and "gemma4-t4:cloud: unknown cloud 'aws'" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("stack,override", [
+    ("gce-t4", "gemma4-t4:maxModelLen.x=1"),
+    ("gce-t4", "gemma4-t4:model=google/gemma 4"),
+    ("gce-t4", "gemma4-t4:maxModelLen=inf"),
+    ("sagemaker-t4", "gemma4-t4:baseImage=docker.io/vllm/vllm-openai:v0.30.0"),
+])
+def test_what_once_ended_in_a_traceback_is_refused_with_exit_2(stack, override):
+    result = plan_cli(stack, "--config", override)
+    assert result.returncode == 2, result.stderr
+    assert "refused: gemma4-t4:" in result.stderr and "fix: " in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_stack_names_the_known_ones():
+    result = plan_cli("nope")
+    assert result.returncode == 2 and "gce-t4" in result.stderr
+
+
+def test_apply_override_nested_paths():
+    config = {"gemma4-t4:labels": {}}
+    plan_mod.apply_override(config, "labels.a.b=1")
+    plan_mod.apply_override(config, "gemma4-t4:labels.c=2")
+    assert config["gemma4-t4:labels"] == {"a": {"b": "1"}, "c": "2"}
+    with pytest.raises(ValueError):
+        plan_mod.apply_override(config, "no-equals-sign")
+
+
+def test_defaults_come_from_pulumi_yaml_only(tmp_path):
+    (tmp_path / "Pulumi.yaml").write_text(yaml.safe_dump({"config": {"a": {"type": "integer", "default": 3}}}))
+    (tmp_path / "Pulumi.s.yaml").write_text(yaml.safe_dump({"config": {"gcp:project": "p"}}))
+    assert plan_mod.load_stack_config("s", repo=tmp_path) == {"gemma4-t4:a": 3, "gcp:project": "p"}
+
+
+def _json(command: str, stack: str, *config: str) -> dict:
+    args = [a for c in config for a in ("--config", c)]
+    result = run([sys.executable, "-m", "gemma4_t4", command, stack, "--json", *args], cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.mark.parametrize(("stack", "config"), [
+    ("gce-t4", ("gemma4-t4:spot=true",)),
+    ("sagemaker-t4", ("gemma4-t4:maxInstanceCount=3",)),
+    ("gce-t4", ("gemma4-t4:zone=europe-west4-a",)),
+    ("sagemaker-t4", ("aws:region=eu-west-1",)),
+], ids=["spot", "autoscaling", "gce-europe", "sagemaker-europe"])
+def test_cost_shows_what_plan_shows(stack, config):
+    planned, costed = _json("plan", stack, *config), _json("cost", stack, *config)
+    assert costed["running_usd_per_hour"] == planned["running_usd_per_hour"]
+    assert costed["running_usd_per_hour_range"] == planned["running_usd_per_hour_range"]
+
+
+def test_spot_is_cheaper_in_cost_and_plan_alike():
+    on_demand, spot = _json("cost", "gce-t4"), _json("cost", "gce-t4", "gemma4-t4:spot=true")
+    assert spot["running_usd_per_hour"] < on_demand["running_usd_per_hour"]
+    assert any("Spot" in note for note in spot["notes"]) and not any("Spot" in n for n in on_demand["notes"])
+
+
+def test_cost_prints_the_autoscaling_range_plan_prints():
+    config = ("--config", "gemma4-t4:maxInstanceCount=3")
+    planned = run([sys.executable, "-m", "gemma4_t4", "plan", "sagemaker-t4", *config], cwd=REPO).stdout
+    costed = run([sys.executable, "-m", "gemma4_t4", "cost", "sagemaker-t4", *config], cwd=REPO,
+                 env={**os.environ, "COLUMNS": "200"}).stdout
+    low, high = _json("cost", "sagemaker-t4", "gemma4-t4:maxInstanceCount=3")["running_usd_per_hour_range"]
+    assert low < high
+    shown = f"${low:.4f}/h to ${high:.4f}/h, fewest to most instances"
+    assert shown in planned and shown in costed
+
+
+def test_outside_the_us_the_machine_is_priced_and_the_unknown_disks_leave_the_total_unknown():
+    from gemma4_t4 import catalog
+
+    assert "gpu:nvidia-tesla-t4" in catalog.GCE_PRICES["europe-west4"], "the T4 has a list price there"
+    costed = _json("cost", "gce-t4", "gemma4-t4:zone=europe-west4-a")
+    assert costed["running_usd_per_hour"] is None and costed["running_usd_per_hour_range"] is None
+    assert all(disk["usd_per_month"] is None for disk in costed["disks"])

@@ -1,0 +1,71 @@
+"""A serving value changed in the stack updates the VM in place; only a new machine or a new guest replaces it.
+
+What replaces a gcp.compute.Instance is the provider's schema (hashicorp/terraform-provider-google,
+google/services/compute/resource_compute_instance.go at e03b7622, the schema pulumi-gcp bridges):
+`boot_disk`, `guest_accelerator`, `name`, `network_interface` and `zone` are ForceNew;
+`metadata_startup_script` is made ForceNew by the resource's CustomizeDiff
+(`customdiff.ForceNewIf("metadata_startup_script", ...)`, all but the switch from metadata.startup-script
+with the same text); `metadata` is not ForceNew: Update sends it with setMetadata (`if d.HasChange("metadata")`);
+`machine_type` is updated with the VM stopped (allow_stopping_for_update). The component sets no
+replaceOnChanges, so these are the only ways to a replacement: a serving change must leave every input
+but the metadata byte-identical, and in the metadata only the serving key may change.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gemma4_t4.components.gce import guest as render
+
+INSTANCE = "gcp:compute/instance:Instance"
+DISK = "gcp:compute/disk:Disk"
+FORCE_NEW = ("bootDisk", "guestAccelerators", "name", "networkInterfaces", "zone", "metadataStartupScript")
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _replaced_by(before: dict, after: dict) -> list[str]:
+    """The ForceNew inputs whose values differ: the provider's plan replaces the VM for any."""
+    return [key for key in FORCE_NEW if _canonical(before.get(key)) != _canonical(after.get(key))]
+
+
+def _changed(before: dict, after: dict) -> set[str]:
+    return {key for key in before.keys() | after.keys() if _canonical(before.get(key)) != _canonical(after.get(key))}
+
+
+@pytest.mark.parametrize("change", [
+    ("maxModelLen=8192",),
+    ("maxNumSeqs=4",),
+    ("gpuMemoryUtilization=0.85",),
+    ("model=google/gemma-4-E2B-it", "dtype=float16"),
+    ("servedModelName=gemma",),
+    ("port=8001",),
+    ("languageModelOnly=false",),
+    ("modelRevision=0123456789abcdef0123456789abcdef01234567",),
+], ids=lambda change: " ".join(change))
+def test_a_serving_change_is_an_update_in_place(run_stack, change):
+    base, changed = run_stack("gce-t4"), run_stack("gce-t4", *change)
+    before, after = base.one(INSTANCE).inputs, changed.one(INSTANCE).inputs
+    assert _replaced_by(before, after) == []
+    assert _changed(before, after) == {"metadata"}, "only the metadata changes (setMetadata, in place)"
+    assert _changed(before["metadata"], after["metadata"]) == {render.SERVING_METADATA_KEY}
+    assert before["metadata"]["user-data"] == after["metadata"]["user-data"]
+    assert _canonical(base.one(DISK).inputs) == _canonical(changed.one(DISK).inputs)
+
+
+@pytest.mark.parametrize("change,replaced_by", [
+    (("swapSizeGb=20",), ["metadataStartupScript"]),  # the guest's own files: cloud-init applies them once
+    (("idleStopMinutes=30",), ["metadataStartupScript"]),
+    (("vllmVersion=0.33.0",), ["metadataStartupScript"]),
+    (("tensorParallelSize=2",), ["guestAccelerators"]),
+    # Another region's subnet (a new one, so a new id) is the VM's network interface too.
+    (("zone=us-central1-a",), ["networkInterfaces", "zone"]),
+], ids=lambda value: " ".join(value) if isinstance(value, tuple) else None)
+def test_a_new_guest_or_machine_replaces_the_vm(run_stack, change, replaced_by):
+    """The check above fails where it should: what needs a new machine or a new first boot is ForceNew."""
+    before, after = run_stack("gce-t4").one(INSTANCE).inputs, run_stack("gce-t4", *change).one(INSTANCE).inputs
+    assert _replaced_by(before, after) == replaced_by

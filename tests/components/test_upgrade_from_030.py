@@ -1,0 +1,54 @@
+"""An upgrade from 0.3.0 keeps what is deployed: the stacks' plans after this version's changes have the URNs and the
+inputs that gemma4-t4 0.3.0's had (tests/fixtures/upgrade-0.3.0.json, recorded from the offline plan of
+0.3.0). A changed URN is a delete and a create on the next `pulumi up` (a new VM, a new endpoint); a changed
+input of a local Command runs that step again (a new image build). What an upgrade does change is listed in
+EXPECTED, each with its reason, and in CHANGELOG.md's upgrade note."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import REPO
+from fixtures.record_upgrade import digest_long
+
+from gemma4_t4.clouds import plan_stack
+
+RECORDED = json.loads((REPO / "tests" / "fixtures" / "upgrade-0.3.0.json").read_text())
+
+STEP = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$command:local:Command::gemma4-t4-"
+IMAGE_STEP = ("urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$gemma4-t4:index:TuringImage"
+              "$command:local:Command::gemma4-t4-image-")
+# {URN pattern: {input: why it changes}}. The SageMaker component's local steps moved into its folder
+# (components/sagemaker/steps/), so each runs once more on the first `pulumi up` after the upgrade; each re-run
+# changes nothing (components/sagemaker/steps/*.py): the account check is a read-only look at the account's quotas
+# and CodeBuild (and was a higher layer's module, which a lower layer may not start); a build finds its tag already
+# in the repository and prints the same digest; the watch finds the endpoint InService and returns; the TTL check
+# finds the deadline ahead (or, past it, deletes what the TTL deletes anyway).
+EXPECTED: dict[str, dict[str, str]] = {
+    STEP + "account-check": {"create": "the step's module moved to gemma4_t4.components.sagemaker.steps"},
+    IMAGE_STEP + "codebuild-run": {"create": "the image build step moved to gemma4_t4.components.sagemaker.steps"},
+    IMAGE_STEP + "local-build": {"create": "the local image build step moved to gemma4_t4.components.sagemaker.steps"},
+    STEP + "endpoint-watch": {"create": "the endpoint watch moved to gemma4_t4.components.sagemaker.steps"},
+    STEP + "ttl-passed": {"create": "the TTL check moved to gemma4_t4.components.sagemaker.steps"},
+}
+
+
+@pytest.mark.parametrize("case", sorted(RECORDED["cases"]))
+def test_an_upgrade_keeps_every_urn_and_input(case):
+    recorded = RECORDED["cases"][case]
+    _, plan = plan_stack(recorded["stack"], recorded["overrides"])
+    assert sorted(r.urn for r in plan.resources) == recorded["urns"]
+    expected_changes = {pattern.format(stack=recorded["stack"]): why for pattern, why in EXPECTED.items()}
+    for resource in plan.resources:
+        expected = expected_changes.get(resource.urn, {})
+        now, then = digest_long(resource.inputs), recorded["inputs"][resource.urn]
+        changed = {key for key in set(now) | set(then) if now.get(key) != then.get(key)}
+        assert changed == (changed & set(expected)), (resource.urn, {k: (then.get(k), now.get(k)) for k in changed})
+
+
+def test_the_expected_changes_are_the_upgrade_notes():
+    notes = (REPO / "CHANGELOG.md").read_text()
+    for changes in EXPECTED.values():
+        for why in changes.values():
+            assert why in notes, f"CHANGELOG.md's upgrade note should say: {why}"

@@ -1,0 +1,226 @@
+"""The guest's idle stop on recorded vLLM /metrics (the same logic meets the real server in
+test_operator_cli.py), its health bound, and the real script run against stand-ins: a vLLM that never
+answers (a closed port: connection refused, as before vLLM binds it) and a `systemctl` that records the
+poweroff it is asked for."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import REPO, free_port
+
+from gemma4_t4 import catalog
+from gemma4_t4.components.gce import guest
+
+SCRIPT = REPO / "cloudinit" / "scripts" / "idle_stop.py"
+BOUND = 60  # minutes
+START = 1000.0  # the boot's window opened here
+
+
+@pytest.fixture(scope="module")
+def idle():
+    spec = importlib.util.spec_from_file_location("idle_stop", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def metrics(finished_stop: float, finished_length: float, running: float = 0, waiting: float = 0) -> str:
+    return f"""# HELP vllm:num_requests_running Number of requests in model execution batches.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{{engine="0",model_name="google/gemma-4-E2B-it-qat-w4a16-ct"}} {running}
+vllm:num_requests_waiting{{engine="0",model_name="google/gemma-4-E2B-it-qat-w4a16-ct"}} {waiting}
+# TYPE vllm:request_success_total counter
+vllm:request_success_total{{engine="0",finished_reason="stop",model_name="google/gemma-4-E2B-it-qat-w4a16-ct"}} {finished_stop}
+vllm:request_success_total{{engine="0",finished_reason="length",model_name="google/gemma-4-E2B-it-qat-w4a16-ct"}} {finished_length}
+vllm:request_success_total_created{{engine="0",finished_reason="stop",model_name="x"}} 1.7e9
+"""
+
+
+def decide(idle, state, text, now, idle_minutes=30):
+    return idle.decide(state, text, now, idle_minutes, window_started=START, bound_minutes=BOUND)
+
+
+def test_idle_for_the_window_stops(idle):
+    state, stop, _ = decide(idle, {}, metrics(3, 12), now=START)
+    assert not stop and state == {"last_active": START, "finished": 15.0, "answered": True}
+    state, stop, why = decide(idle, state, metrics(3, 12), now=START + 29 * 60)
+    assert not stop and "idle 29.0 of 30 min" in why
+    _, stop, _ = decide(idle, state, metrics(3, 12), now=START + 30 * 60)
+    assert stop
+
+
+def test_a_finished_request_or_one_in_flight_restarts_the_clock(idle):
+    state = {"last_active": 0.0, "finished": 15.0, "answered": True}
+    new, stop, _ = decide(idle, state, metrics(3, 13), now=5000.0, idle_minutes=5)
+    assert not stop and new["last_active"] == 5000.0
+    new, stop, _ = decide(idle, state, metrics(3, 12, running=1), now=5000.0, idle_minutes=5)
+    assert not stop and new["last_active"] == 5000.0
+    new, stop, _ = decide(idle, state, metrics(3, 12, waiting=2), now=5000.0, idle_minutes=5)
+    assert not stop
+
+
+def test_a_booting_server_is_never_stopped_before_the_bound(idle):
+    """Every minute of the bound without an answer: booting, never idle, whatever the idle window."""
+    state: dict = {}
+    for minute in range(BOUND):
+        state, stop, why = decide(idle, state, None, now=START + minute * 60, idle_minutes=5)
+        assert not stop, why
+        assert "booting" in why and state["last_active"] == START + minute * 60
+    _, stop, _ = decide(idle, state, "# no vllm metrics here\n", now=START + (BOUND - 1) * 60 + 59, idle_minutes=5)
+    assert not stop
+
+
+def test_a_server_that_never_answered_stops_at_the_bound(idle):
+    state: dict = {}
+    for minute in range(BOUND):
+        state, _, _ = decide(idle, state, None, now=START + minute * 60, idle_minutes=120)
+    _, stop, why = decide(idle, state, None, now=START + BOUND * 60, idle_minutes=120)
+    assert stop and f"has not answered /metrics in the {BOUND} min" in why
+
+
+def test_past_the_bound_a_server_that_answered_before_lets_the_idle_clock_run(idle):
+    """Not answering once past the bound counts as idle: a crash loop after serving does not bill forever,
+    and it does not restart the clock."""
+    state, _, _ = decide(idle, {}, metrics(3, 12), now=START + 10 * 60, idle_minutes=60)
+    state, stop, _ = decide(idle, state, None, now=START + 30 * 60, idle_minutes=60)  # within the bound: a restart
+    assert not stop and state["last_active"] == START + 30 * 60 and state["answered"]
+    state, stop, why = decide(idle, state, None, now=START + (BOUND + 1) * 60, idle_minutes=60)
+    assert not stop and "idle 31.0 of 60 min" in why and state["last_active"] == START + 30 * 60
+    _, stop, why = decide(idle, state, None, now=START + 90 * 60, idle_minutes=60)
+    assert stop and "idle 60.0 of 60 min" in why
+
+
+def test_the_clock_starts_anew_at_every_boot(idle):
+    assert idle.STATE_FILE.startswith("/run/"), "a clock kept across boots stops a restarted VM at its first tick"
+    assert not idle.WINDOW_FILE.startswith("/run/"), "the driver's reboot must find the first boot's window"
+
+
+# --- the boot's window --------------------------------------------------------------------------------
+
+
+def test_every_boot_gets_a_window_of_its_own_but_the_driver_reboot(idle):
+    first = idle.boot_window({}, {}, "boot-1", now=START)
+    assert first == {"boot_id": "boot-1", "started": START}
+    assert idle.boot_window(first, {}, "boot-1", now=START + 3000) == first  # the same boot: the same window
+    # The driver's reboot (marked by provision.sh a minute before): the first boot's window goes on.
+    carried = idle.boot_window(first, {"boot_id": "boot-1", "at": START + 600}, "boot-2", now=START + 700)
+    assert carried == {"boot_id": "boot-2", "started": START}
+    # Stopped, then started again: no mark, a fresh window.
+    assert idle.boot_window(carried, {}, "boot-3", now=START + 9000) == {"boot_id": "boot-3", "started": START + 9000}
+    # A mark left by a reboot that never came back in time (the VM was stopped meanwhile): a fresh window.
+    late = idle.boot_window(first, {"boot_id": "boot-1", "at": START}, "boot-2", now=START + idle.CARRY_MAX_S + 1)
+    assert late["started"] == START + idle.CARRY_MAX_S + 1
+    # A mark of another boot than the window's carries nothing.
+    assert idle.boot_window(first, {"boot_id": "boot-0", "at": START}, "boot-2", now=START + 60)["started"] == START + 60
+
+
+# --- the real script, against stand-ins -------------------------------------------------------------
+
+
+@pytest.fixture
+def vm(tmp_path):
+    """The script's files under tmp_path, a boot id, a vLLM that never answers, and a systemctl that records."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "systemctl-calls"
+    (bin_dir / "systemctl").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (bin_dir / "systemctl").chmod(0o755)
+    boot_id = tmp_path / "boot_id"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+           "IDLE_STATE_FILE": str(tmp_path / "run" / "idle-state.json"),
+           "IDLE_WINDOW_FILE": str(tmp_path / "var" / "health-window.json"),
+           "IDLE_CARRY_FILE": str(tmp_path / "var" / "health-window-carry.json"),
+           "IDLE_BOOT_ID_FILE": str(boot_id),
+           "IDLE_STOP_MINUTES": "60", "HEALTH_BOUND_MINUTES": str(BOUND),
+           # Nothing listens there: connection refused, as before vLLM binds its port.
+           "METRICS_URL": f"http://127.0.0.1:{free_port()}/metrics"}
+
+    class Vm:
+        def boot(self, boot: str) -> None:
+            boot_id.write_text(f"{boot}\n")
+            (tmp_path / "run" / "idle-state.json").unlink(missing_ok=True)  # /run is empty at every boot
+
+        def run(self, *args: str) -> str:
+            done = subprocess.run([sys.executable, str(SCRIPT), *args], env=env, capture_output=True, text=True,
+                                  timeout=60)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        def window(self) -> dict:
+            return json.loads((tmp_path / "var" / "health-window.json").read_text())
+
+        def window_opened_minutes_ago(self, minutes: float) -> None:
+            """What the boot's first check wrote, MINUTES before now."""
+            window = self.window()
+            (tmp_path / "var" / "health-window.json").write_text(
+                json.dumps({**window, "started": time.time() - minutes * 60}))
+
+        def poweroffs(self) -> list[str]:
+            return calls.read_text().splitlines() if calls.exists() else []
+
+    return Vm()
+
+
+def test_the_script_stops_a_vm_never_healthy_after_the_bound_and_not_before(vm):
+    vm.boot("boot-1")
+    assert "booting, not idle" in vm.run() and vm.poweroffs() == []
+    vm.window_opened_minutes_ago(BOUND - 1)
+    assert "booting, not idle" in vm.run() and vm.poweroffs() == []
+    vm.window_opened_minutes_ago(BOUND + 0.1)
+    out = vm.run()
+    assert "has not answered /metrics" in out and vm.poweroffs() == ["poweroff"]
+
+
+def test_the_driver_reboot_continues_the_window_and_a_start_after_a_stop_opens_a_new_one(vm):
+    vm.boot("boot-1")
+    vm.run()
+    vm.window_opened_minutes_ago(BOUND - 5)
+    assert "continues this boot's health window" in vm.run("carry")
+    vm.boot("boot-2")  # provision.sh's driver reboot
+    vm.run()
+    vm.window_opened_minutes_ago(BOUND + 0.1)  # the first boot's window, now past the bound
+    vm.run()
+    assert vm.poweroffs() == ["poweroff"]
+    vm.boot("boot-3")  # started again after the stop: a fresh window, no stop before the bound
+    assert "booting, not idle" in vm.run()
+    assert vm.window()["boot_id"] == "boot-3" and time.time() - vm.window()["started"] < 60
+    assert vm.poweroffs() == ["poweroff"]
+
+
+def test_idle_stop_off_checks_nothing(vm):
+    vm.boot("boot-1")
+    done = subprocess.run([sys.executable, str(SCRIPT)], env={**os.environ, "IDLE_STOP_MINUTES": "0"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout == "" and vm.poweroffs() == []
+
+
+# --- how the guest runs it ----------------------------------------------------------------------------
+
+
+def test_the_bound_reaches_the_guest_and_grows_with_the_download():
+    env = guest.vllm_env(["--model", "m"], 8000, 0)
+    assert env["HEALTH_BOUND_MINUTES"] == str(catalog.HEALTH_BOUND_MINUTES)
+    # 12 GB more than the default checkpoint at the slow end's 20 MB/s: 10 more minutes.
+    bigger = guest.vllm_env(["--model", "m"], 8000, catalog.guards.HEALTH_BOUND_BASE_CHECKPOINT_BYTES + 12_000_000_000)
+    assert bigger["HEALTH_BOUND_MINUTES"] == str(catalog.HEALTH_BOUND_MINUTES + 10)
+    # Longer than `gemma4-t4 wait` waits, so a slow boot is reported while the VM still runs.
+    from gemma4_t4.core import ops
+    assert catalog.HEALTH_BOUND_MINUTES * 60 > ops.WAIT_TIMEOUT_S
+
+
+def test_the_check_runs_while_provisioning_does_and_provisioning_marks_its_reboot():
+    unit = (REPO / "cloudinit" / "units" / "gemma4-t4-idle-stop.service").read_text()
+    # Ordered after vLLM, the check would wait for provisioning (vLLM's start waits on it) and the window would
+    # open only once provisioning ended, or never when it hangs.
+    after = [word for line in unit.splitlines() if line.startswith("After=") for word in line[6:].split()]
+    assert after == ["gemma4-t4-serving-config.service"]
+    provision = (REPO / "cloudinit" / "scripts" / "provision.sh").read_text()
+    carry, reboot = provision.index('idle_stop.py" carry'), provision.index("systemctl reboot")
+    assert carry < reboot

@@ -1,0 +1,54 @@
+"""One room per cloud (issue 29): gemma4_t4/core knows no cloud. Read from each module's syntax tree, not grep:
+what makes core depend on a cloud is an identifier it defines or uses (a name, an attribute, an argument) or
+a module it imports; its prose (docstrings, comments, messages) may name a cloud as an example without
+depending on it, and is left alone."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CORE = Path(__file__).resolve().parents[2] / "gemma4_t4" / "core"
+CLOUD_WORDS = re.compile(r"(^|_|\.)(gce|gcp|sagemaker|aws)(_|\.|$)", re.IGNORECASE)
+
+
+def identifiers(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    """Every name the code binds, reads or imports, with its line."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            yield node.lineno, node.id
+        elif isinstance(node, ast.Attribute):
+            yield node.lineno, node.attr
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.lineno, node.name
+        elif isinstance(node, ast.arg):
+            yield node.lineno, node.arg
+        elif isinstance(node, ast.alias):
+            yield node.lineno, node.name
+            if node.asname:
+                yield node.lineno, node.asname
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            yield node.lineno, node.module
+        elif isinstance(node, ast.keyword) and node.arg:
+            yield node.lineno, node.arg
+
+
+def cloud_names(source: str) -> list[str]:
+    return [f"line {line}: {name}" for line, name in identifiers(ast.parse(source)) if CLOUD_WORDS.search(name)]
+
+
+@pytest.mark.parametrize("module", sorted(CORE.glob("*.py")), ids=lambda path: path.name)
+def test_core_names_no_cloud(module):
+    assert cloud_names(module.read_text()) == []
+
+
+def test_the_check_sees_a_cloud_in_code_and_not_in_prose():
+    assert cloud_names("from ..clouds.gce import target\n") == ["line 1: clouds.gce"]
+    assert cloud_names("def f(t):\n    return t.sagemaker_region\n") == ["line 2: sagemaker_region"]
+    assert cloud_names("AWS_LOGIN = 1\n") == ["line 1: AWS_LOGIN"]
+    assert cloud_names('"""A GCE VM or a SageMaker endpoint."""\n# gcp:project\nx = "aws:region"\n') == []
+    assert cloud_names("gauge = awsome = 1\n") == []
