@@ -7,37 +7,14 @@ output --json``), so nothing about a stack is spelled twice.
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired, TypedDict
-
-Cloud = Literal["gce", "sagemaker"]
-
-
-class GceTarget(TypedDict):
-    """A VM whose vLLM listens on its loopback: reached through an IAP SSH tunnel."""
-
-    instance: str
-    zone: str
-    project: str
-
-
-class SageMakerTarget(TypedDict):
-    """An endpoint reached through sagemaker-runtime (the OpenAI chat body at /invocations)."""
-
-    endpoint_name: str
-    region: str
-    # The stack's aws:profile, when it names one: the operator tools then ask AWS as that profile,
-    # the account the endpoint was made in (the Pulumi AWS provider's own credentials).
-    profile: NotRequired[str]
-
-
 # Output name -> what it holds. Every serving component registers all of them.
 OUTPUTS: dict[str, str] = {
-    "cloud": "gce or sagemaker: which of the two targets below this is",
+    "cloud": "the registered cloud that reads the target below (gemma4_t4.clouds: gce, sagemaker)",
     "port": "the TCP port vLLM's OpenAI server listens on (GCE: on the VM's loopback, which the "
             "tunnel forwards to the same local port; SageMaker: the container's, behind /invocations)",
     "served_model_name": "the model id requests must name",
-    "target": "how the operator tools reach the server: {instance, zone, project} on GCE, "
-              "{endpoint_name, region} on SageMaker",
+    "target": "how the operator tools reach the server, in the cloud's own terms (its target.py reads it): "
+              "{instance, zone, project} on GCE, {endpoint_name, region, profile?} on SageMaker",
     "connect_command": "the shell command a person runs to reach it (GCE: a tunnel that returns "
                        "to the prompt; SageMaker: one invocation)",
     "cost_per_hour_usd": "catalog list price of what bills while it serves (an autoscaled endpoint: at its "

@@ -12,7 +12,7 @@ one label. The fix is a sequence of parts: text, and settings to change (``Set``
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -69,17 +69,27 @@ def _label(key: str) -> tuple[str, str] | None:
 
 class StackConfig:
     """The stack program: `pulumi config` commands on the project's keys; provider settings keep their
-    namespace (``region`` of the SageMaker component is the stack's ``aws:region``)."""
+    namespace (``provider_keys``, {setting: provider key}, which each cloud adds when it registers: e.g.
+    ``region`` is the stack's ``aws:region`` where a cloud takes its region from the AWS provider)."""
 
-    PROVIDER_KEYS: ClassVar[dict[str, str]] = {"region": "aws:region", "profile": "aws:profile"}
+    def __init__(self) -> None:
+        self.provider_keys: dict[str, str] = {}
+
+    def add_provider_keys(self, keys: Mapping[str, str]) -> None:
+        """Add a cloud's {setting: provider key}; a setting another cloud maps elsewhere is refused (the stack
+        program would name the wrong key in a fix)."""
+        for key, qualified in keys.items():
+            if self.provider_keys.setdefault(key, qualified) != qualified:
+                raise ValueError(f"{key} is {self.provider_keys[key]} already, not {qualified}")
+
     # Settings the program makes itself: what changes them.
     PROGRAM_OWNED: ClassVar[dict[str, str]] = {
         "namePrefix": "deploy this stack under another stack name (the stack program names its resources "
                       "after the project and the stack)"}
 
     def key(self, key: str) -> str:
-        if key in self.PROVIDER_KEYS:
-            return self.PROVIDER_KEYS[key]
+        if key in self.provider_keys:
+            return self.provider_keys[key]
         # A namespace before any .path: aws:region is qualified, labels.aws:owner (a label) is not.
         return key if ":" in key.split(".", 1)[0] else f"{PROJECT}:{key}"
 

@@ -18,7 +18,7 @@ from ..core.offers import Offer, cheapest_first
 from ..core.ops import stack_outputs
 from ..core.preflight import Check, Needs
 from ..core.targets import HttpTarget, Target, TargetError
-from ..errors import PROJECT
+from ..errors import PROJECT, STACK_CONFIG
 from .base import Cloud, Feature, Place, outputs_cloud
 from .stack_config import all_keys, config_keys, stack_defaults
 
@@ -30,6 +30,7 @@ def register(cloud: Cloud) -> Cloud:
     output carry); a name already taken is refused."""
     if cloud.name in CLOUDS:
         raise ValueError(f"a cloud named {cloud.name!r} is registered already")
+    STACK_CONFIG.add_provider_keys(cloud.provider_keys)
     CLOUDS[cloud.name] = cloud
     failures.CLIENT_EXPLAINERS.append(cloud.explain)
     return cloud

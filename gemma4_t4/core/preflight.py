@@ -10,20 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..checks import Check
 from .targets import TargetError
+
+__all__ = ["Check", "Needs", "PreflightError"]
 
 
 class PreflightError(TargetError):
     """The checks could not run (no credentials, no project, an API error): the message says why."""
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""
-    warning: bool = False  # ok, but something the user should know before `pulumi up`
 
 
 @dataclass(frozen=True)

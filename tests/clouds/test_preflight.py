@@ -8,7 +8,8 @@ from conftest import REPO
 from gemma4_t4 import clouds
 from gemma4_t4.clouds.gce import capacity as gce_capacity
 from gemma4_t4.clouds.gce import preflight as gce_preflight
-from gemma4_t4.clouds.sagemaker import capacity, preflight
+from gemma4_t4.clouds.sagemaker import capacity
+from gemma4_t4.components.sagemaker import quotas
 from gemma4_t4.core.preflight import Needs
 
 REGION_QUOTA_0 = {"name": "us-west2", "quotas": [{"metric": "CPUS", "limit": 24.0, "usage": 0.0},
@@ -53,23 +54,23 @@ def test_all_good_passes():
 
 
 # SageMaker decisions (the same checks against moto's server: test_sagemaker_preflight.py).
-G4DN = preflight.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 2.0, applied=True)
+G4DN = quotas.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 2.0, applied=True)
 
 
 @pytest.mark.parametrize("quota,in_use,ok,fragment", [
     (G4DN, 0, True, "limit 2 (applied), in use 0, free 2"),
     (G4DN, 2, False, 'request "ml.g4dn.xlarge for endpoint usage" = 3 in us-east-2'),
-    (preflight.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 0.0, applied=False), 0, False,
+    (quotas.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 0.0, applied=False), 0, False,
      "limit 0 (AWS default; nothing applied to this account)"),
     (None, 0, False, "does not offer ml.g4dn.xlarge here"),
 ])
 def test_sagemaker_endpoint_quota(quota, in_use, ok, fragment):
-    (check,) = preflight.sagemaker_checks("us-east-2", "ml.g4dn.xlarge", 1, quota, in_use, None)
+    (check,) = quotas.sagemaker_checks("us-east-2", "ml.g4dn.xlarge", 1, quota, in_use, None)
     assert check.ok is ok and not check.warning and fragment in check.detail + check.fix
 
 
 def test_an_update_that_needs_twice_the_quota_is_a_warning_with_the_numbers():
-    running, update = preflight.sagemaker_checks("us-east-2", "ml.g4dn.xlarge", 1,
+    running, update = quotas.sagemaker_checks("us-east-2", "ml.g4dn.xlarge", 1,
                                                  G4DN, 2, 1)
     assert running.ok and "this stack's endpoint holds 1" in running.detail
     assert update.ok and update.warning and "needs 3 ml.g4dn.xlarge, the limit is 2" in update.detail
@@ -77,7 +78,7 @@ def test_an_update_that_needs_twice_the_quota_is_a_warning_with_the_numbers():
 
 
 def test_an_update_that_fits_is_ok():
-    _, update = preflight.sagemaker_checks("us-east-2", "ml.g4dn.xlarge", 1, G4DN, 1, 1)
+    _, update = quotas.sagemaker_checks("us-east-2", "ml.g4dn.xlarge", 1, G4DN, 1, 1)
     assert update.ok and not update.warning and "2 of 2 fit" in update.detail
 
 
@@ -85,14 +86,14 @@ def test_an_update_that_fits_is_ok():
 
 
 def test_autoscaling_that_fits_its_maximum_is_ok():
-    checks = _by_name(preflight.sagemaker_checks("us-east-2", "ml.g4dn.xlarge", 1, G4DN_4, 0, None, most=3))
+    checks = _by_name(quotas.sagemaker_checks("us-east-2", "ml.g4dn.xlarge", 1, G4DN_4, 0, None, most=3))
     assert checks["autoscaling to maxInstanceCount"].ok and not checks["autoscaling to maxInstanceCount"].warning
     assert "3 x ml.g4dn.xlarge fit beside the 0 other endpoints hold (3 of 4)" in \
         checks["autoscaling to maxInstanceCount"].detail
 
 
 def test_autoscaling_beyond_the_quota_starts_but_warns_with_the_number():
-    checks = _by_name(preflight.sagemaker_checks("us-east-2", "ml.g4dn.xlarge", 1, G4DN, 0, None, most=5))
+    checks = _by_name(quotas.sagemaker_checks("us-east-2", "ml.g4dn.xlarge", 1, G4DN, 0, None, most=5))
     assert checks["ml.g4dn.xlarge for endpoint usage"].ok
     scaling = checks["autoscaling to maxInstanceCount"]
     assert scaling.ok and scaling.warning and "scales out to 2 of 5" in scaling.detail
@@ -101,14 +102,14 @@ def test_autoscaling_beyond_the_quota_starts_but_warns_with_the_number():
 
 def test_an_autoscaled_update_counts_the_old_fleet_at_its_most():
     """The old endpoint keeps serving (and scaling) until the new one is up."""
-    _, scaling, update = preflight.sagemaker_checks("us-east-2", "ml.g4dn.xlarge", 1, G4DN_4, 2, 2, most=3)
+    _, scaling, update = quotas.sagemaker_checks("us-east-2", "ml.g4dn.xlarge", 1, G4DN_4, 2, 2, most=3)
     assert scaling.ok and not scaling.warning
     assert update.ok and not update.warning and "(3 + 1): 4 of 4 fit" in update.detail
-    *_, tight = preflight.sagemaker_checks("us-east-2", "ml.g4dn.xlarge", 1, G4DN_4, 3, 2, most=3)
+    *_, tight = quotas.sagemaker_checks("us-east-2", "ml.g4dn.xlarge", 1, G4DN_4, 3, 2, most=3)
     assert tight.warning and "it needs 5 ml.g4dn.xlarge, the limit is 4" in tight.detail
 
 
-G4DN_4 = preflight.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 4.0, applied=True)
+G4DN_4 = quotas.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 4.0, applied=True)
 
 
 # --- what the stack needs, read off its plan ---------------------------------------------------------------
@@ -188,8 +189,8 @@ def test_a_vm_of_four_t4s_fits_nowhere_when_the_project_allows_three(recorded_gc
 
 def test_sagemaker_regions_start_with_the_stacks_own_and_name_the_first_that_fits():
     needs = Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=2)
-    quota = preflight.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 2.0, applied=True)
-    default = preflight.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 0.0, applied=False)
+    quota = quotas.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 2.0, applied=True)
+    default = quotas.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 0.0, applied=False)
     report = capacity.sagemaker_regions(needs, [
         capacity.RegionQuota("ap-east-2", error="not enabled for this account (opt-in region?): ..."),
         capacity.RegionQuota("eu-west-1", default, 0, None),
@@ -209,7 +210,7 @@ def test_sagemaker_regions_start_with_the_stacks_own_and_name_the_first_that_fit
 
 def test_the_stacks_own_endpoint_makes_room_in_its_region():
     needs = Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=1)
-    quota = preflight.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 1.0, applied=True)
+    quota = quotas.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 1.0, applied=True)
     report = capacity.sagemaker_regions(needs, [capacity.RegionQuota("us-east-2", quota, 1, 1)])
     assert report.first.region == "us-east-2" and report.config_lines == []
 

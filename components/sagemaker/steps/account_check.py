@@ -26,16 +26,10 @@ from dataclasses import dataclass
 from botocore.exceptions import BotoCoreError, ClientError
 
 from gemma4_t4.catalog import SAGEMAKER_FLEET_TAG, SAGEMAKER_STACK_TAG
-from gemma4_t4.clouds.sagemaker.preflight import (
-    UPDATE_CHECK,
-    codebuild_check,
-    fetch_codebuild,
-    sagemaker_checks,
-    sagemaker_usage,
-)
-from gemma4_t4.core.preflight import Check
+from gemma4_t4.checks import Check
 
 from ...step import StepRequest, python_step, run_step, say_as
+from ..quotas import UPDATE_CHECK, codebuild_check, fetch_codebuild, sagemaker_checks, sagemaker_usage
 from .build import session_from_env
 
 MODULE = "gemma4_t4.components.sagemaker.steps.account_check"

@@ -8,10 +8,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ... import catalog
+from ...components.sagemaker.quotas import EndpointQuota, endpoint_quota_name
 from ...core.capacity import RegionRow, RegionsReport, ordered
 from ...core.offers import Offer
 from ...core.preflight import Needs, PreflightError
-from .preflight import EndpointQuota, endpoint_quota_name
 
 SAGEMAKER_REGIONS_AT_ONCE = 8  # a few calls per region (GCE needs three for every region)
 

@@ -12,6 +12,7 @@ from ... import catalog
 from ...catalog import CODEBUILD_COMPUTE_TYPE, PULUMI_AWS_CONFIG_KEYS, PULUMI_AWS_LEGACY_CONFIG_KEYS
 from ...components import provider_answers as answers
 from ...components.config import SageMakerT4EndpointSettings, check_sagemaker_region
+from ...components.sagemaker import quotas
 from ...core import ops
 from ...core.capacity import RegionsReport
 from ...core.cost import CostEstimate, CostItem
@@ -197,10 +198,10 @@ class SageMaker(Cloud):
         # The image build first: `pulumi up` builds before it creates the endpoint (with CodeBuild, unless
         # imageBuilder builds it on this machine).
         builder = str(config.get("gemma4-t4:imageBuilder") or "codebuild").strip()
-        build = [preflight.codebuild_check(region, CODEBUILD_COMPUTE_TYPE, preflight.fetch_codebuild_quota(
+        build = [quotas.codebuild_check(region, CODEBUILD_COMPUTE_TYPE, preflight.fetch_codebuild_quota(
             region, CODEBUILD_COMPUTE_TYPE, profile))] if builder == "codebuild" else []
         quota, in_use, own, untyped = preflight.fetch_sagemaker(region, needs.instance_type, stack, profile)
-        checks = [*build, *preflight.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use,
+        checks = [*build, *quotas.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use,
                                                       own, needs.most if needs.most > needs.instances else None,
                                                       untyped)]
         strays = preflight.strays_check(region, preflight.fetch_stack_endpoints(region, stack, profile),
