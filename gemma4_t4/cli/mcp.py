@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also let a tool's url reach this origin, scheme://host[:port] (repeatable); "
                         "without it only loopback: 127.0.0.0/8, ::1, localhost")
     # Local stand-ins for the tests; not for users.
-    p.add_argument("--sagemaker-endpoint-url", help=argparse.SUPPRESS)
+    p.add_argument("--endpoint-url", help=argparse.SUPPRESS)
     p.add_argument("--compute-endpoint", help=argparse.SUPPRESS)
     p.set_defaults(run=run)
 
@@ -55,5 +55,5 @@ def run(args: argparse.Namespace) -> int:
         raise FileNotFoundError(2, "no such folder (--workdir)", str(args.workdir))
     server.serve(args.transport, args.port, project_dir=args.project_dir, workdir=args.workdir,
                  allow_urls=args.allow_url,
-                 endpoint_url=args.sagemaker_endpoint_url, compute_endpoint=args.compute_endpoint)
+                 endpoint_url=args.endpoint_url, compute_endpoint=args.compute_endpoint)
     return EXIT_OK

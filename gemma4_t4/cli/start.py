@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..clouds.gce import lifecycle
 from .stop import act, add_vm_options
 
 
@@ -22,4 +21,4 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return act(args, lifecycle.start)
+    return act(args, "start")

@@ -8,14 +8,12 @@ endpointTtl); `pulumi up` makes it again."""
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from dataclasses import asdict
 
 from rich.table import Table
 
 from .. import clouds
-from ..clouds.gce import lifecycle
-from ..core.lifecycle import NotStoppable
+from ..core.lifecycle import Action, LifecycleResult, NotStoppable
 from .output import (
     EXIT_OK,
     EXIT_USAGE,
@@ -61,19 +59,18 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    return act(args, lifecycle.stop)
+    return act(args, "stop")
 
 
-def act(args: argparse.Namespace, action: Callable[..., lifecycle.LifecycleResult]) -> int:
-    name = action.__name__
+def act(args: argparse.Namespace, action: Action) -> int:
     try:
-        vm = clouds.vm_from_stack(args.stack) if args.stack else lifecycle.Vm(args.project, args.zone,
-                                                                                   args.instance)
+        machine = (clouds.vm_from_stack(args.stack, api_endpoint=args.compute_endpoint) if args.stack else
+                   clouds.named_vm({"instance": args.instance, "zone": args.zone, "project": args.project},
+                                   args.compute_endpoint))
     except NotStoppable as err:
-        return fail(name, str(err), EXIT_USAGE)
-    compute = lifecycle.Compute(args.compute_endpoint)
-    with ticker(f"{name} {vm}") as tick:
-        result = action(compute, vm, timeout_s=args.timeout, interval_s=args.interval, on_tick=tick)
+        return fail(action, str(err), EXIT_USAGE)
+    with ticker(f"{action} {machine}") as tick:
+        result = machine.act(action, timeout_s=args.timeout, interval_s=args.interval, on_tick=tick)
     if args.json:
         print_json(asdict(result))
     else:
@@ -81,7 +78,7 @@ def act(args: argparse.Namespace, action: Callable[..., lifecycle.LifecycleResul
     return EXIT_OK
 
 
-def show(result: lifecycle.LifecycleResult) -> None:
+def show(result: LifecycleResult) -> None:
     verb = "stopped" if result.action == "stop" else "running"
     change = f"{result.status_before} -> {result.status_after}" if result.changed else result.status_after
     console.print(f"{verb}: {result.vm}  {change}  ({result.elapsed_s:.0f}s)", markup=False)

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from rich import box
 from rich.table import Table
 
-from .. import catalog, clouds
+from .. import clouds
 from ..core import offers
 from .output import EXIT_OK, console, print_json
 
@@ -20,7 +20,7 @@ from .output import EXIT_OK, console, print_json
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("zones", help="where T4s are on GCE and SageMaker, with the hourly list price (offline)",
                        description=__doc__)
-    p.add_argument("--cloud", choices=list(clouds.CLOUDS), help="only this cloud (default: both)")
+    p.add_argument("--cloud", choices=list(clouds.CLOUDS), help="only this cloud (default: every one)")
     p.add_argument("--json", action="store_true", help="print the offers as one JSON document")
     p.set_defaults(run=run)
 
@@ -38,14 +38,10 @@ def run(args: argparse.Namespace) -> int:
                   title="Tesla T4 offers at catalog list prices, cheapest first", title_justify="left")
     for offer in found:
         table.add_row(offer.cloud, offer.location, offer.instance, _usd(offer.usd_per_hour),
-                      _usd(offer.spot_usd_per_hour) if offer.cloud == "gce" else "no Spot")
+                      _usd(offer.spot_usd_per_hour) if clouds.CLOUDS[offer.cloud].sells_spot else "no Spot")
     console.print(table)
-    if args.cloud in (None, "gce"):
-        console.print(f"GCE: machine and GPU only, from {catalog.GCE_PRICE_LIST}; the disks and the address come "
-                      "on top (`gemma4-t4 cost STACK`)", markup=False)
-    if args.cloud in (None, "sagemaker"):
-        console.print("SageMaker: only the regions whose ml.g4dn.xlarge price the catalog records; "
-                      "`gemma4-t4 preflight sagemaker-t4 --all-regions` asks your account about the others",
-                      markup=False)
+    for cloud in clouds.CLOUDS.values():
+        if args.cloud in (None, cloud.name) and cloud.offers_note:
+            console.print(cloud.offers_note, markup=False)
     console.print("-: no recorded list price, unknown (not free); the bill is the truth", markup=False)
     return EXIT_OK

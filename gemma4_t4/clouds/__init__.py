@@ -14,6 +14,7 @@ from ..core import failures
 from ..core import plan as offline
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate, CostItem
+from ..core.lifecycle import Machine, NotStoppable
 from ..core.offers import Offer, cheapest_first
 from ..core.ops import stack_outputs
 from ..core.preflight import Check, Needs
@@ -159,13 +160,21 @@ def resolve_target(url: str | None = None, stack: str | None = None, endpoint: s
     raise TargetError("say where: --url URL, --stack STACK, or --endpoint NAME --region REGION")
 
 
-def vm_from_stack(stack: str, project_dir: Path | None = None,
-                  outputs: Mapping[str, Any] | None = None) -> Any:
+def vm_from_stack(stack: str, project_dir: Path | None = None, outputs: Mapping[str, Any] | None = None,
+                  api_endpoint: str | None = None) -> Machine:
     """The VM a deployed stack describes (OUTPUTS: already read); a cloud without one is refused
     (core.lifecycle.NotStoppable, with the cloud's reason)."""
     if outputs is None:
         outputs = stack_outputs(stack, cwd=project_dir, instead="--instance NAME --zone ZONE --project PROJECT")
-    return outputs_cloud(stack, outputs, CLOUDS).vm(stack, outputs)
+    return outputs_cloud(stack, outputs, CLOUDS).vm(stack, outputs, api_endpoint)
+
+
+def named_vm(names: Mapping[str, str], api_endpoint: str | None = None) -> Machine:
+    """The VM NAMES identify without a stack ({instance, zone, project}): the cloud whose vm_names they are."""
+    for cloud in CLOUDS.values():
+        if cloud.supports(Feature.STOP_START) and set(cloud.vm_names) == set(names):
+            return cloud.named_vm(names, api_endpoint)
+    raise NotStoppable(f"no cloud names a VM by {', '.join(sorted(names))}")
 
 
 # --- before `pulumi up` -------------------------------------------------------------------------------
@@ -212,6 +221,7 @@ __all__ = [
     "config_keys",
     "estimate",
     "lacks",
+    "named_vm",
     "needs",
     "offline_plan",
     "plan_stack",

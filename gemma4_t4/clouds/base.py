@@ -19,7 +19,7 @@ from ..components.config import ServingSettings
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate
 from ..core.failures import Failure
-from ..core.lifecycle import NotStoppable
+from ..core.lifecycle import Machine, NotStoppable
 from ..core.offers import Offer
 from ..core.plan import Invoke, Plan, StateStandIn
 from ..core.preflight import Check, Needs
@@ -81,6 +81,12 @@ class Cloud(ABC):
     every_region_at_once: ClassVar[bool] = False
     # Instead of this cloud's settings that other clouds have, for a refusal's reason.
     counterparts: ClassVar[Mapping[str, str]] = {}
+    # Under `gemma4-t4 zones`' table: what its offers' prices cover and where they come from.
+    offers_note: ClassVar[str] = ""
+    # Whether the cloud sells Spot capacity at all (`zones` prints "no Spot" for one that does not).
+    sells_spot: ClassVar[bool] = False
+    # What names one of its VMs without a stack (`stop --instance NAME --zone ZONE --project PROJECT`).
+    vm_names: ClassVar[tuple[str, ...]] = ()
     # What this cloud cannot do, each with the reason a refusal gives (everything else it can).
     unsupported: ClassVar[Mapping[Feature, str]] = {}
 
@@ -117,9 +123,14 @@ class Cloud(ABC):
         """How the operator tools reach the server the stack's outputs (gemma4_t4.contract) describe
         (ENDPOINT_URL: a local stand-in for the cloud's serving API, for the tests)."""
 
-    def vm(self, stack: str, outputs: Mapping[str, Any]) -> Any:
-        """The VM `stop` and `start` act on; a cloud without Feature.STOP_START refuses with its reason."""
+    def vm(self, stack: str, outputs: Mapping[str, Any], api_endpoint: str | None = None) -> Machine:
+        """The VM `stop` and `start` act on (API_ENDPOINT: a local stand-in for the cloud's API, for the tests); a
+        cloud without Feature.STOP_START refuses with its reason."""
         raise NotStoppable(f"stack {stack}: {self.not_stoppable}")
+
+    def named_vm(self, names: Mapping[str, str], api_endpoint: str | None = None) -> Machine:
+        """The VM its own names (vm_names: e.g. --instance, --zone, --project) identify, without a stack."""
+        raise NotStoppable(f"{self.name}: {self.not_stoppable}")
 
     @property
     def not_stoppable(self) -> str:

@@ -4,13 +4,20 @@ the refusal of a cloud with no stopped state. Each cloud's own stop/start is in 
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from .targets import TargetError
 
 # Our word for "the cloud's API has no such server" (404), beside the cloud's own statuses.
 VM_ABSENT = "ABSENT"
+
+
+Action = Literal["stop", "start"]
+# Called while waiting: seconds so far, and what the cloud reports (e.g. {"status": "STOPPING"}).
+TickCallback = Callable[[float, dict[str, Any]], None]
 
 
 class NotStoppable(TargetError):
@@ -45,3 +52,22 @@ def total_usd_per_month(bills: list[DiskBill]) -> float | None:
     if any(b.usd_per_month is None for b in bills):
         return None
     return round(sum(b.usd_per_month or 0.0 for b in bills), 2)
+
+
+class Machine(ABC):
+    """A VM its cloud can stop and start (Feature.STOP_START), with the API that reaches it: what `stop` and
+    `start` act on, from a stack's outputs (Cloud.vm) or the VM's own names (Cloud.named_vm)."""
+
+    @abstractmethod
+    def stop(self, timeout_s: float = 600, interval_s: float = 5,
+             on_tick: TickCallback | None = None) -> LifecycleResult:
+        """Stop it and wait until it has stopped; one already stopped is left as it is."""
+
+    @abstractmethod
+    def start(self, timeout_s: float = 600, interval_s: float = 5,
+              on_tick: TickCallback | None = None) -> LifecycleResult:
+        """Start it and wait until it runs; one already running is left as it is."""
+
+    def act(self, action: Action, timeout_s: float = 600, interval_s: float = 5,
+            on_tick: TickCallback | None = None) -> LifecycleResult:
+        return (self.stop if action == "stop" else self.start)(timeout_s, interval_s, on_tick)

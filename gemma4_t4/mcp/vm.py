@@ -2,13 +2,12 @@
 before any Compute API call), with the VM's states as progress."""
 
 import dataclasses
-from collections.abc import Callable
 from typing import Annotated
 
 from mcp.server.mcpserver import Context
 from pydantic import Field
 
-from ..clouds.gce import lifecycle
+from ..core.lifecycle import Action
 from ..core.lifecycle import LifecycleResult as CoreResult
 from ..core.ops import SCHEMA_VERSION
 from .calls import in_thread, progress, versioned, workspace
@@ -23,16 +22,15 @@ class LifecycleResult(CoreResult):
     schema_version: int = SCHEMA_VERSION
 
 
-async def change(ctx: Context, action: Callable[..., CoreResult], stack: str | None,
+async def change(ctx: Context, action: Action, stack: str | None,
                  instance: str | None, zone: str | None, project: str | None,
                  timeout_s: float, interval_s: float) -> LifecycleResult:
     report = progress(ctx, timeout_s)
     bound = workspace(ctx)
 
     def run() -> CoreResult:
-        vm = bound.vm(stack, instance, zone, project)  # refused here, before any Compute API call
-        compute = lifecycle.Compute(bound.compute_endpoint)
-        return action(compute, vm, timeout_s=timeout_s, interval_s=interval_s,
-                      on_tick=lambda elapsed, info: report(elapsed, " ".join(f"{v}" for v in info.values())))
+        machine = bound.vm(stack, instance, zone, project)  # refused here, before any call to the cloud's API
+        return machine.act(action, timeout_s=timeout_s, interval_s=interval_s,
+                           on_tick=lambda elapsed, info: report(elapsed, " ".join(f"{v}" for v in info.values())))
 
     return versioned(LifecycleResult, await in_thread(run))

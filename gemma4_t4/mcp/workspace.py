@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 from mcp.server.mcpserver.exceptions import ToolError
 
 from .. import clouds
-from ..clouds.gce import lifecycle
 from ..core import ops
+from ..core.lifecycle import Machine
 from ..core.targets import Target, TargetError
 from . import scope
 
@@ -62,7 +62,7 @@ class Workspace:
 
         return call
 
-    def vm(self, stack: str | None, instance: str | None, zone: str | None, project: str | None) -> lifecycle.Vm:
+    def vm(self, stack: str | None, instance: str | None, zone: str | None, project: str | None) -> Machine:
         asked = {"instance": instance, "zone": zone, "project": project}
         if not stack:
             if any(asked.values()):
@@ -70,7 +70,7 @@ class Workspace:
             raise TargetError("say which VM: stack (a deployed GCE stack)")
         outputs = self.outputs(stack)
         scope.check_owned(stack, outputs, asked)
-        return clouds.vm_from_stack(stack, outputs=outputs)
+        return clouds.vm_from_stack(stack, outputs=outputs, api_endpoint=self.compute_endpoint)
 
     def path(self, given: str, what: str) -> Path:
         try:

@@ -450,7 +450,7 @@ def test_status_and_query_of_the_stacks_sagemaker_endpoint_through_the_stand_in(
     env = {**FAKE_AWS, **fake_pulumi({"cloud": "sagemaker", "port": 8080, "target": owned})}
     try:
         async def main():
-            async with session("--sagemaker-endpoint-url", standin.url, env=env) as client:
+            async with session("--endpoint-url", standin.url, env=env) as client:
                 return (await call(client, "status", stack="sagemaker-t4"),
                         await call(client, "query", stack="sagemaker-t4", endpoint="gemma4-t4-endpoint",
                                    region="us-east-2", prompt="hi", max_tokens=6))
@@ -469,7 +469,7 @@ def test_an_endpoint_not_the_stacks_is_refused_before_any_aws_call(fake_pulumi):
     env = {**FAKE_AWS, **fake_pulumi({"cloud": "sagemaker", "port": 8080, "target": owned})}
     try:
         async def main():
-            async with session("--sagemaker-endpoint-url", aws.url, env=env) as client:
+            async with session("--endpoint-url", aws.url, env=env) as client:
                 return {
                     "other endpoint": await call(client, "query", stack="sagemaker-t4", endpoint="someone-elses",
                                                  prompt="hi"),

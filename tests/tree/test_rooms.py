@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-CORE = Path(__file__).resolve().parents[2] / "gemma4_t4" / "core"
+PACKAGE = Path(__file__).resolve().parents[2] / "gemma4_t4"
+CORE = PACKAGE / "core"
+# Where a cloud may be named: its rooms (clouds/NAME/, components/NAME/, the catalog's module) and the guest's and
+# the image's files.
+ROOMS = ("clouds", "components", "catalog", "cloudinit", "turing")
+# The mocks a user's unit tests import take each cloud's world by name (ProviderMocks(gce=GceWorld(...),
+# aws=AwsWorld(...)): the signature 0.3.0 published, kept for the programs that use it.
+NAMES_CLOUDS_BY_DESIGN = {"testing.py"}
 CLOUD_WORDS = re.compile(r"(^|_|\.)(gce|gcp|sagemaker|aws)(_|\.|$)", re.IGNORECASE)
 
 
@@ -44,6 +51,23 @@ def cloud_names(source: str) -> list[str]:
 @pytest.mark.parametrize("module", sorted(CORE.glob("*.py")), ids=lambda path: path.name)
 def test_core_names_no_cloud(module):
     assert cloud_names(module.read_text()) == []
+
+
+def outside_the_rooms() -> list[Path]:
+    return [path for path in sorted(PACKAGE.rglob("*.py")) if path.relative_to(PACKAGE).parts[0] not in ROOMS
+            and path.relative_to(PACKAGE).as_posix() not in NAMES_CLOUDS_BY_DESIGN]
+
+
+@pytest.mark.parametrize("module", outside_the_rooms(), ids=lambda path: path.relative_to(PACKAGE).as_posix())
+def test_the_front_ends_name_no_cloud(module):
+    """The CLI, the MCP server, the stack program and the generators ask the registry (gemma4_t4.clouds) and a
+    cloud's declared capabilities; what a cloud is lives in its rooms."""
+    assert cloud_names(module.read_text()) == []
+
+
+def test_the_front_ends_are_read():
+    found = {path.relative_to(PACKAGE).as_posix() for path in outside_the_rooms()}
+    assert {"cli/stop.py", "mcp/tools/stop.py", "mcp/workspace.py", "program.py", "errors.py", "contract.py"} <= found
 
 
 def test_the_check_sees_a_cloud_in_code_and_not_in_prose():

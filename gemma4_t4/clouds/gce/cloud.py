@@ -50,6 +50,10 @@ class Gce(Cloud):
     settings = GceT4ServerSettings
     stack = "gce-t4"
     preset: ClassVar[Mapping[str, Any]] = {}
+    vm_names: ClassVar[tuple[str, ...]] = ("instance", "zone", "project")
+    offers_note = (f"GCE: machine and GPU only, from {catalog.GCE_PRICE_LIST}; the disks and the address come on top "
+                   "(`gemma4-t4 cost STACK`)")
+    sells_spot = True
     unsupported: ClassVar[Mapping[Feature, str]] = {
         Feature.NAMED_ENDPOINT: "a GCE server is reached through its stack (--stack) or a URL (--url)",
     }
@@ -88,9 +92,11 @@ class Gce(Cloud):
         return GceTarget(f"http://127.0.0.1:{port}", label=f"gce:{target['instance']}", instance=target["instance"],
                          zone=target["zone"], project=target["project"], port=port)
 
-    def vm(self, stack: str, outputs: Mapping[str, Any]) -> lifecycle.Vm:
-        target = outputs["target"]
-        return lifecycle.Vm(target["project"], target["zone"], target["instance"])
+    def vm(self, stack: str, outputs: Mapping[str, Any], api_endpoint: str | None = None) -> lifecycle.GceMachine:
+        return self.named_vm(outputs["target"], api_endpoint)
+
+    def named_vm(self, names: Mapping[str, str], api_endpoint: str | None = None) -> lifecycle.GceMachine:
+        return lifecycle.GceMachine(lifecycle.Vm(names["project"], names["zone"], names["instance"]), api_endpoint)
 
     def watch(self, target: Target, compute_endpoint: str | None = None) -> None:
         assert isinstance(target, GceTarget), "a GCE stack's target is a GceTarget"

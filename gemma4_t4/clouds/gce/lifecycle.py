@@ -17,13 +17,12 @@ from typing import Any
 from ... import catalog
 from ...catalog.gce import GCE_BILLED_WHILE_STOPPED
 from ...core.failures import cloud_message
-from ...core.lifecycle import VM_ABSENT, DiskBill, LifecycleResult, total_usd_per_month
+from ...core.lifecycle import VM_ABSENT, DiskBill, LifecycleResult, Machine, TickCallback, total_usd_per_month
 from ...core.targets import TargetError
 
 # Instance.status values (compute v1): TERMINATED is what a stopped VM reports.
 STOPPED = ("TERMINATED", "STOPPED")
 RUNNING = "RUNNING"
-TickCallback = Callable[[float, dict[str, Any]], None]
 
 
 GUEST_COMES_BACK = ("the guest comes back by itself: gemma4-t4-provision re-checks each step at boot (disk, swap, "
@@ -213,6 +212,26 @@ def start(compute: Compute, vm: Vm, timeout_s: float = 600, interval_s: float = 
         notes.append(f"billing again: machine and GPU ${running}/h plus the disks (catalog list prices)")
     return LifecycleResult(str(vm), "start", before, after, before != RUNNING, wait.elapsed, disks,
                            total_usd_per_month(disks), running, notes)
+
+
+@dataclass(frozen=True)
+class GceMachine(Machine):
+    """A GCE VM that `stop` and `start` act on, through the Compute API (COMPUTE_ENDPOINT: a stand-in's, in the
+    tests)."""
+
+    vm: Vm
+    compute_endpoint: str | None = None
+
+    def __str__(self) -> str:
+        return str(self.vm)
+
+    def stop(self, timeout_s: float = 600, interval_s: float = 5,
+             on_tick: TickCallback | None = None) -> LifecycleResult:
+        return stop(Compute(self.compute_endpoint), self.vm, timeout_s, interval_s, on_tick)
+
+    def start(self, timeout_s: float = 600, interval_s: float = 5,
+              on_tick: TickCallback | None = None) -> LifecycleResult:
+        return start(Compute(self.compute_endpoint), self.vm, timeout_s, interval_s, on_tick)
 
 
 NAMESPACE = "gemma4-t4"

@@ -119,6 +119,8 @@ class SageMaker(Cloud):
     stack = "sagemaker-t4"
     preset: ClassVar[Mapping[str, Any]] = {"aws:region": "us-east-2", "gemma4-t4:cloud": "sagemaker",
                                  "gemma4-t4:maxModelLen": 8192}
+    offers_note = ("SageMaker: only the regions whose ml.g4dn.xlarge price the catalog records; "
+                   "`gemma4-t4 preflight sagemaker-t4 --all-regions` asks your account about the others")
     provider_keys: ClassVar[Mapping[str, str]] = {"region": "aws:region", "profile": "aws:profile"}
     unsupported: ClassVar[Mapping[Feature, str]] = {
         Feature.STOP_START: NOT_STOPPABLE,

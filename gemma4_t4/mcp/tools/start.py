@@ -2,7 +2,6 @@
 
 from mcp.server.mcpserver import Context
 
-from ...clouds.gce import lifecycle
 from ..effects import Effect
 from ..inputs import Seconds, StackName
 from ..vm import LifecycleResult, VmPart, change
@@ -17,4 +16,4 @@ async def start(ctx: Context, stack: StackName = None, instance: VmPart = None, 
     """Start a stopped GCE stack's VM and wait until it runs; the machine and GPU bill again
     (the price per hour is in the result). Needs the user's approval. Only the stack's own VM.
     The guest comes back by itself; then call wait until vLLM is healthy."""
-    return await change(ctx, lifecycle.start, stack, instance, zone, project, timeout_s, interval_s)
+    return await change(ctx, "start", stack, instance, zone, project, timeout_s, interval_s)

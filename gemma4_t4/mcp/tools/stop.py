@@ -2,7 +2,6 @@
 
 from mcp.server.mcpserver import Context
 
-from ...clouds.gce import lifecycle
 from ..effects import Effect
 from ..inputs import Seconds, StackName
 from ..vm import LifecycleResult, VmPart, change
@@ -17,4 +16,4 @@ async def stop(ctx: Context, stack: StackName = None, instance: VmPart = None, z
     """Stop a GCE stack's VM without destroying it and wait until it has stopped: the machine and
     GPU stop billing, both disks stay (and bill: listed). Needs the user's approval: serving stops.
     Only the stack's own VM. A SageMaker endpoint cannot be stopped, only deleted (`pulumi destroy`)."""
-    return await change(ctx, lifecycle.stop, stack, instance, zone, project, timeout_s, interval_s)
+    return await change(ctx, "stop", stack, instance, zone, project, timeout_s, interval_s)
