@@ -3,7 +3,8 @@
 ``check_serving`` sizes the model (catalog, else the Hugging Face Hub), refuses what vLLM or the
 GPU would refuse, and plans the GPU's memory; both components call it before registering any
 resource. ``ServingConfig`` is the single source of vLLM's settings: the GCE guest turns it into
-command-line flags (``vllm_args``), the SageMaker container into ``SM_VLLM_*`` variables.
+command-line flags (``vllm_args``), the SageMaker container into ``SM_VLLM_*`` variables
+(components/sagemaker/container.py).
 """
 
 from __future__ import annotations
@@ -60,30 +61,6 @@ class ServingConfig:
         if self.revision:
             args += ["--revision", self.revision]
         return args
-
-    def sagemaker_environment(self) -> dict[str, str]:
-        """The same values as the AWS vLLM container reads them (SM_VLLM_X -> --x).
-
-        Host and port are the container's own (8080 behind /invocations), so they are not set.
-        """
-        env = {
-            "SM_VLLM_MODEL": self.model,
-            "SM_VLLM_SERVED_MODEL_NAME": self.served_model_name,
-            "SM_VLLM_DTYPE": self.dtype,
-            "SM_VLLM_MAX_MODEL_LEN": str(self.max_model_len),
-            "SM_VLLM_GPU_MEMORY_UTILIZATION": str(self.gpu_memory_utilization),
-            "SM_VLLM_MAX_NUM_SEQS": str(self.max_num_seqs),
-            # [sagemaker-t4-article]'s sm.py passes tensor parallelism to the container under this name.
-            "SM_VLLM_TENSOR_PARALLEL_SIZE": str(self.tensor_parallel_size),
-        }
-        if self.language_model_only:
-            # AWS DLC docs (vllm/configuration): a boolean "true" becomes a bare flag.
-            env["SM_VLLM_LANGUAGE_MODEL_ONLY"] = "true"
-        if self.revision:
-            # The container's entrypoint makes every SM_VLLM_X a flag --x (aws/deep-learning-containers,
-            # vllm/build_artifacts/sagemaker_entrypoint.sh): --revision.
-            env["SM_VLLM_REVISION"] = self.revision
-        return env
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,9 @@ import pulumi
 from .clouds import CLOUDS
 from .clouds.gce.standins import GceWorld
 from .clouds.sagemaker.standins import AwsWorld, default_provider_region, region_answer, region_unset
-from .components import provider_answers as answers
+from .components.gce.provider_answers import GET_DISK
+from .components.sagemaker.provider_answers import GET_REGION, GET_REPOSITORY
 from .core.plan import Invoke, ProviderInvokeError, StateStandIn, mock_state
-
-GET_REGION = answers.GET_REGION
-
 
 # Each cloud's answer to a create (its provider's computed outputs), by the provider's package.
 STANDINS: dict[str, StateStandIn] = {package: standin for cloud in CLOUDS.values()
@@ -49,7 +47,7 @@ class ProviderMocks(pulumi.runtime.Mocks):
         self.providers: dict[str, dict[str, Any]] = {}  # explicit providers' inputs, by resource name
 
     def mock_invokes(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
-        return {answers.GET_DISK: self.gce.get_disk, answers.GET_REPOSITORY: self.aws.get_repository}
+        return {GET_DISK: self.gce.get_disk, GET_REPOSITORY: self.aws.get_repository}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
         inputs = dict(args.inputs)

@@ -24,7 +24,6 @@ from pulumi_gcp._utilities import get_invoke_opts_defaults as gcp_invoke_default
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set, fix
 
-from .. import provider_answers as answers
 from ..base import (
     CostGuard,
     MemoryPlan,
@@ -39,6 +38,7 @@ from ..base import (
 )
 from ..config import gce_name, validate
 from ..serving import ServingPlan, check_serving, warn_unpinned
+from . import provider_answers as answers
 from .guest import SERVING_METADATA_KEY, GuestSettings, bootstrap_script, render_serving_env, render_user_data
 from .settings import GceT4ServerSettings, OnHostMaintenance, TerminationAction
 

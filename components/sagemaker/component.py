@@ -42,7 +42,6 @@ import pulumi_command as command
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set
 
-from .. import provider_answers as answers
 from ..base import (
     CostGuard,
     MemoryPlan,
@@ -58,6 +57,8 @@ from ..base import (
 )
 from ..config import validate
 from ..serving import ServingPlan, check_serving, warn_unpinned
+from . import provider_answers as answers
+from .container import container_environment
 from .iam import account_of, sagemaker_trust, scheduler_trust, service_role
 from .image import TuringImage, image_tag, kept_repository_name, refuse_unkeeping, step_environment
 from .settings import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region
@@ -365,7 +366,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
         profile = pulumi.Output.from_input(settings.profile or (provider.profile if isinstance(provider, aws.Provider)
                                                                  else None))
         aws_environment = build_environment(provider, profile, settings.image_build_environment)
-        environment: dict[str, pulumi.Input[str]] = dict(checked.plan.serving.sagemaker_environment())
+        environment: dict[str, pulumi.Input[str]] = dict(container_environment(checked.plan.serving))
         variant, fleet = fleet_of(settings, environment)
         image = self._image(name, settings, region, aws_environment, fleet)
         prefix = settings.name_prefix or default_prefix(name)

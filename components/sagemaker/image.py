@@ -24,11 +24,11 @@ from pydantic.alias_generators import to_camel
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set
 
-from .. import provider_answers as answers
 from ..base import answered, provider_for, refusals, type_token, with_alias
 from ..config import validate
 from ..config.schema import AnyInput, Flag
 from ..step import StepRequest
+from . import provider_answers as answers
 from .build_context import build_context_files, image_tag
 from .iam import account_of, codebuild_trust, service_role
 from .settings import AWS_REGION, ImageBuilder

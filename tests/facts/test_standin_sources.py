@@ -1,7 +1,7 @@
 """No invented cloud answers: every answer a stand-in gives in place of a cloud, a provider or a package
 index carries its source beside it (a `# source:` comment: the provider's code path, the API reference, a
 published transcript), and every recorded body is listed in tests/fixtures/SOURCES.md. A route a stand-in
-refuses on purpose says so (`# not stood in:`). See components/provider_answers.py for the provider texts."""
+refuses on purpose says so (`# not stood in:`). See components/NAME/provider_answers.py for the provider texts."""
 
 from __future__ import annotations
 

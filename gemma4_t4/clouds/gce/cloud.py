@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ... import catalog
-from ...components import provider_answers as answers
 from ...components.config import GceT4ServerSettings, gce_name
+from ...components.gce import provider_answers as answers
 from ...core.capacity import RegionsReport
 from ...core.cost import CostEstimate, CostItem
 from ...core.failures import Failure

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...components import provider_answers as answers
+from ...components.gce import provider_answers as answers
 from ...core.plan import ProviderInvokeError, physical_name
 
 MOCK_GCP_PROJECT = "mock-project"

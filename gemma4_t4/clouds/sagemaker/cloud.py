@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ... import catalog
 from ...catalog import CODEBUILD_COMPUTE_TYPE, PULUMI_AWS_CONFIG_KEYS, PULUMI_AWS_LEGACY_CONFIG_KEYS
-from ...components import provider_answers as answers
 from ...components.config import SageMakerT4EndpointSettings, check_sagemaker_region
+from ...components.sagemaker import provider_answers as answers
 from ...components.sagemaker import quotas
 from ...core import ops
 from ...core.capacity import RegionsReport

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...components import provider_answers as answers
+from ...components.sagemaker import provider_answers as answers
 from ...core.plan import ProviderInvokeError, physical_name
 
 MOCK_ACCOUNT = "123456789012"

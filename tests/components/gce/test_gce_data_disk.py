@@ -1,7 +1,7 @@
 """The retained data disk comes back: a fixed name from the stack, and the next `pulumi up` after
 a `pulumi destroy` adopts the disk it left, never one another VM uses. Under mocks whose
 getDisk answers as the provider does: the disk, or the data source's "<id> not found" error
-(components/provider_answers.py cites the provider's code path)."""
+(components/gce/provider_answers.py cites the provider's code path)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from gemma4_t4 import catalog
 from gemma4_t4.clouds.gce import GCE, World
 from gemma4_t4.clouds.gce.standins import MOCK_GCP_PROJECT
-from gemma4_t4.components import provider_answers as answers
+from gemma4_t4.components.gce import provider_answers as answers
 from gemma4_t4.components.gce.component import GCE_NAME_MAX, RETAIN_LABEL, gce_resource_name
 from gemma4_t4.components.gce.settings import GCE_OWN_LABELS
 
