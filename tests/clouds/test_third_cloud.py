@@ -18,6 +18,7 @@ from third_cloud.cloud import LOOPBACK
 from gemma4_t4 import clouds
 from gemma4_t4.cli import main
 from gemma4_t4.core import failures
+from gemma4_t4.core.lifecycle import NotStoppable
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDER = REPO / "tests" / "third_cloud"
@@ -113,9 +114,13 @@ def test_status_reads_the_stack_and_asks_its_server(project, server, fake_pulumi
     assert status["serving"] is True and [m["id"] for m in status["models"]] == [MODEL]
 
 
-def test_what_it_cannot_do_is_refused_with_its_reason(registered):
-    with pytest.raises(Exception, match="a loopback server is stopped where it runs"):
-        clouds.vm_from_stack(STACK, outputs={"cloud": "loopback", "target": {"url": "http://127.0.0.1:1"}})
+def test_what_it_cannot_do_is_refused_with_its_reason(project, server, fake_pulumi, monkeypatch, capsys):
+    _, plan = clouds.plan_stack(STACK, [f"url={server}"], project)
+    monkeypatch.setenv("PATH", fake_pulumi(plan.outputs)["PATH"])
+    assert main(["stop", "--stack", STACK]) == 2
+    assert "a loopback server is stopped where it runs" in capsys.readouterr().err
+    with pytest.raises(NotStoppable, match="no cloud names a VM by"):
+        clouds.named_vm({"url": server})
 
 
 def test_the_mcp_tools_plan_and_status(project, server, fake_pulumi, monkeypatch):
