@@ -223,3 +223,27 @@ def test_preflight_does_not_ask_about_codebuild_for_a_local_build(moto, monkeypa
     assert not checks()[name].ok
     local = checks("imageBuilder=local")
     assert name not in local and local["ml.g4dn.xlarge for endpoint usage"].ok
+
+
+def _refusing(code: str, message: str):
+    from botocore.exceptions import ClientError
+
+    def usage(session, instance_type, stack):
+        raise ClientError({"Error": {"Code": code, "Message": message}}, "ListAWSDefaultServiceQuotas")
+
+    return usage
+
+
+def test_an_opt_in_region_not_enabled_is_a_row_and_expired_credentials_stop_the_report(aws, monkeypatch):
+    """Read by the error's code, not its text. An opt-in region the account has not enabled answers as for an
+    unknown key (published transcripts: awslabs/landing-zone-accelerator-on-aws#269, nccgroup/ScoutSuite#1389);
+    expired credentials (STS's ExpiredToken, "The security token included in the request is expired") are the
+    account's, the same in every region."""
+    monkeypatch.setattr("gemma4_t4.components.sagemaker.quotas.sagemaker_usage", _refusing(
+        "UnrecognizedClientException", "The security token included in the request is invalid"))
+    (row,) = capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", "sagemaker-t4", ["ap-east-2"])
+    assert row.error.startswith("not enabled for this account (opt-in region?)")
+    monkeypatch.setattr("gemma4_t4.components.sagemaker.quotas.sagemaker_usage", _refusing(
+        "ExpiredToken", "The security token included in the request is expired"))
+    with pytest.raises(PreflightError, match="your AWS credentials have expired"):
+        capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", "sagemaker-t4", ["us-east-2", "us-west-2"])

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from ... import catalog
 from ...components.sagemaker.quotas import EndpointQuota, endpoint_quota_name
 from ...core.capacity import RegionRow, RegionsReport, ordered
+from ...core.failures import cloud_message
 from ...core.offers import Offer
 from ...core.preflight import Needs, PreflightError
 
@@ -73,22 +74,39 @@ def sagemaker_region_names(regions: list[str] | None = None) -> list[str]:
     return list(regions) if regions else boto3.session.Session().get_available_regions("sagemaker")
 
 
+# The credentials' own refusals (sagemaker/failures.py): the same in every region, so the whole report stops.
+ACCOUNT_WIDE_CODES = ("ExpiredToken", "ExpiredTokenException", "RequestExpired")
+# An opt-in region the account has not enabled answers with the code of an unknown access key (published
+# transcripts: awslabs/landing-zone-accelerator-on-aws#269, ap-southeast-4; nccgroup/ScoutSuite#1389, me-south-1:
+# "UnrecognizedClientException ... The security token included in the request is invalid").
+NOT_ENABLED_CODES = ("UnrecognizedClientException", "InvalidClientTokenId")
+
+
 def fetch_sagemaker_regions(instance_type: str, stack: str, regions: list[str],
                             profile: str | None = None) -> list[RegionQuota]:
-    """Every region asked at once (a few at a time); a region that refuses is a row with the reason
-    (an opt-in region this account has not enabled answers with an invalid-token error)."""
-    from .preflight import fetch_sagemaker
+    """Every region asked at once (a few at a time); a region that refuses is a row with the reason; no
+    credentials, or expired ones, stop the report (they are the account's, not a region's)."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+
+    from ...components.sagemaker.quotas import sagemaker_usage
+    from .target import aws_session
 
     def one(region: str) -> RegionQuota:
+        session = aws_session(region, profile, PreflightError)  # no credentials: raised, for every region
         try:
-            quota, in_use, own, untyped = fetch_sagemaker(region, instance_type, stack, profile)
-        except PreflightError as err:
-            if "no AWS credentials" in str(err) or "have expired" in str(err):  # the account's, not the region's
-                raise
-            reason = str(err).removeprefix("AWS: ")
-            if "security token" in reason or "UnrecognizedClient" in reason:
+            quota, in_use, own, untyped = sagemaker_usage(session, instance_type, stack)
+        except (NoCredentialsError, PartialCredentialsError) as err:
+            raise PreflightError(cloud_message(err) or f"AWS: {err}") from None
+        except ClientError as err:
+            code = err.response.get("Error", {}).get("Code", "")
+            if code in ACCOUNT_WIDE_CODES:
+                raise PreflightError(cloud_message(err) or f"AWS: {err}") from None
+            reason = cloud_message(err) or f"AWS: {err}"
+            if code in NOT_ENABLED_CODES:
                 reason = f"not enabled for this account (opt-in region?): {reason}"
-            return RegionQuota(region, error=reason[:200])
+            return RegionQuota(region, error=reason.removeprefix("AWS: ")[:200])
+        except BotoCoreError as err:
+            return RegionQuota(region, error=(cloud_message(err) or str(err)).removeprefix("AWS: ")[:200])
         return RegionQuota(region, quota, in_use, own, untyped=tuple(untyped))
 
     with ThreadPoolExecutor(max_workers=SAGEMAKER_REGIONS_AT_ONCE) as pool:
