@@ -28,6 +28,7 @@ FAST := not ($(SLOW))
 # dependencies, in a second pip call: pip refuses an editable in hash-checking mode.
 $(VENV)/.installed: requirements.lock pyproject.toml turing/pyproject.toml
 	@mkdir -p $(TMPDIR)
+	@tests/system-deps.sh venv $(PYTHON)
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install $(PIP) --require-hashes -r requirements.lock
 	$(VENV)/bin/pip install $(PIP) --no-deps --no-build-isolation -e ./turing -e .

@@ -2,6 +2,9 @@
 # The system tools the tests call that PyPI does not package (shellcheck and hadolint come from
 # PyPI into .venv). Each missing one is installed with apt-get when running as root on Debian;
 # otherwise this stops at once with the exact command to run.
+#   tests/system-deps.sh               the tests' tools
+#   tests/system-deps.sh venv PYTHON   what `PYTHON -m venv` needs: Debian ships ensurepip apart, in
+#                                      pythonX.Y-venv, which a fresh Debian 13 lacks (`make plan` needs it)
 set -euo pipefail
 
 # command -> the Debian package that provides it
@@ -25,22 +28,37 @@ declare -A PACKAGE_OF=(
   [dpkg-deb]=dpkg
 )
 
-missing=()
-for tool in "${!PACKAGE_OF[@]}"; do
-  command -v "$tool" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin command -v "$tool" >/dev/null 2>&1 ||
-    missing+=("${PACKAGE_OF[$tool]}")
-done
-# Debian 13's buildah (1.39) sets up a container's network only through netavark, which apt takes
-# as a mere Recommends ('could not find "netavark"' otherwise); Debian 12's (1.28) uses CNI.
-version_id=$(sed -n 's/^VERSION_ID="\{0,1\}\([0-9]*\).*/\1/p' /etc/os-release 2>/dev/null)
-if [ "${version_id:-0}" -ge 13 ] && [ ! -x /usr/lib/podman/netavark ]; then
-  missing+=(netavark)
+# Adds to `missing` the Debian package of each of the tests' tools that is not installed.
+tools_missing() {
+  for tool in "${!PACKAGE_OF[@]}"; do
+    command -v "$tool" >/dev/null 2>&1 || PATH=$PATH:/usr/sbin:/sbin command -v "$tool" >/dev/null 2>&1 ||
+      missing+=("${PACKAGE_OF[$tool]}")
+  done
+  # Debian 13's buildah (1.39) sets up a container's network only through netavark, which apt takes
+  # as a mere Recommends ('could not find "netavark"' otherwise); Debian 12's (1.28) uses CNI.
+  version_id=$(sed -n 's/^VERSION_ID="\{0,1\}\([0-9]*\).*/\1/p' /etc/os-release 2>/dev/null)
+  if [ "${version_id:-0}" -ge 13 ] && [ ! -x /usr/lib/podman/netavark ]; then
+    missing+=(netavark)
+  fi
+}
+
+# The Debian package that gives PYTHON its venv module, if missing (Debian ships ensurepip apart).
+venv_missing() {
+  "$1" -c 'import ensurepip, venv' 2>/dev/null ||
+    "$1" -c 'import sys; print("python%d.%d-venv" % sys.version_info[:2])'
+}
+
+if [ "${1:-}" = venv ]; then
+  mapfile -t missing < <(venv_missing "${2:-python3}")
+else
+  missing=()
+  tools_missing
 fi
 [ "${#missing[@]}" -eq 0 ] && exit 0
 mapfile -t packages < <(printf '%s\n' "${missing[@]}" | sort -u)
 
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-  echo "system-deps: the tests need: ${packages[*]}" >&2
+  echo "system-deps: make needs: ${packages[*]}" >&2
   echo "system-deps: install them, then run make again:  sudo apt-get install -y ${packages[*]}" >&2
   exit 1
 fi
