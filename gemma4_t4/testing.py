@@ -22,16 +22,12 @@ from typing import Any
 
 import pulumi
 
-from .clouds import CLOUDS
+from .clouds import standins
 from .clouds.gce.standins import GceWorld
 from .clouds.sagemaker.standins import AwsWorld, default_provider_region, region_answer, region_unset
 from .components.gce.provider_answers import GET_DISK
 from .components.sagemaker.provider_answers import GET_REGION, GET_REPOSITORY
-from .core.plan import Invoke, ProviderInvokeError, StateStandIn, mock_state
-
-# Each cloud's answer to a create (its provider's computed outputs), by the provider's package.
-STANDINS: dict[str, StateStandIn] = {package: standin for cloud in CLOUDS.values()
-                                     for package, standin in cloud.mock_states().items()}
+from .core.plan import Invoke, ProviderInvokeError, mock_state
 
 
 class ProviderMocks(pulumi.runtime.Mocks):
@@ -55,7 +51,7 @@ class ProviderMocks(pulumi.runtime.Mocks):
             self.providers[args.name] = inputs
         # Auto-naming's suffix: random-looking as Pulumi's, but the same each run.
         suffix = hashlib.sha256(f"{pulumi.get_stack()}|{args.typ}|{args.name}".encode()).hexdigest()[:7]
-        return mock_state(args.typ, args.name, inputs, suffix, STANDINS)
+        return mock_state(args.typ, args.name, inputs, suffix, standins())
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         if args.token == GET_REGION and args.token not in self.invokes:

@@ -3,7 +3,8 @@
 - component.py: ``GceT4Server`` and ``GceT4ServerArgs`` (the VM, its network, firewall, data disk and grants);
 - settings.py: ``GceT4ServerSettings``, the rules only a GCE VM has;
 - guest.py: the VM's user-data, from the files in cloudinit/;
-- guest_lock.py: the guest's vLLM locks (`make guest-lock`).
+- guest_lock.py: the guest's vLLM locks (`make guest-lock`);
+- provider_answers.py: what the GCP provider's getDisk answers, word for word, with its source.
 
 The component loads on first use, so the settings import without the GCP provider's SDK.
 """

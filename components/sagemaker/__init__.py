@@ -4,6 +4,10 @@
 - settings.py: SageMakerT4EndpointSettings, the rules only SageMaker has;
 - image.py: TuringImage, the clamped image built into a private ECR repository;
 - iam.py: the service roles and who may assume them;
+- build_context.py: the image's build context (turing/) and its tag, a hash of it;
+- container.py: the serving settings as the AWS vLLM container's SM_VLLM_* variables;
+- quotas.py: the endpoint and CodeBuild quotas, shared by the account check and the operator's preflight;
+- provider_answers.py: what the AWS provider's getRepository and getRegion answer, with their sources;
 - steps/: the local steps `pulumi up` runs (account check, image build, endpoint watch, TTL check).
 
 Names load on first use: a step run by `pulumi up` (python -m ...steps.build) imports this package without the

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import proc
+from .lifecycle import VM_ABSENT
 from .targets import Target, TargetError, cause
 
 # `pulumi stack output` reads one stack's state from its backend: seconds, even from a remote backend on a
@@ -93,7 +94,7 @@ class WaitResult:
     vm_status: str | None = None
     phase: str | None = None
     detail: str = ""
-    phases: list[Any] = field(default_factory=list)  # gce_watch.Phase: phase, started (epoch s), seconds
+    phases: list[Any] = field(default_factory=list)  # the boot's phases (e.g. GCE's Phase): phase, started, seconds
 
 
 # A VM seen stopped this long is not booting: `wait` ends rather than wait for a start nobody began.
@@ -166,7 +167,7 @@ def wait_failure(result: WaitResult, timeout_s: float) -> str:
            "guest failed": "the VM's first boot failed", "vm stopped": f"the VM is {result.vm_status}"}
     lines = [f"{why.get(result.reason, result.reason)}: {result.target}"
              + (f" (last check: {result.last_probe})" if result.last_probe else "")]
-    if result.vm_status == "ABSENT":  # gce_watch.VM_ABSENT: the Compute API has no such VM
+    if result.vm_status == VM_ABSENT:  # the cloud's API has no such VM
         lines.append("there is no VM yet: is `pulumi up` still creating it, or did it fail (no T4 free in the zone?)")
     elif result.phase:
         lines.append(f"the guest's phase: {result.phase}" + (f": {result.detail}" if result.detail else ""))
@@ -179,7 +180,7 @@ def wait_failure(result: WaitResult, timeout_s: float) -> str:
     elif result.reason == "died" and not any("Traceback" in line for line in result.recent_log):
         # The one case [gce-t4-article] names: a process gone with no traceback in its own log.
         lines.append("no traceback: the kernel log says whether it was killed (`sudo dmesg -T | grep -i oom`)")
-    elif result.reason in ("timeout", "guest failed") and result.vm_status not in (None, "ABSENT"):
+    elif result.reason in ("timeout", "guest failed") and result.vm_status not in (None, VM_ABSENT):
         lines.append("more: `gemma4-t4 logs -s STACK`, or the boot's console without SSH: "
                      "`gcloud compute instances get-serial-port-output VM --zone ZONE`")
     return "\n".join(lines)

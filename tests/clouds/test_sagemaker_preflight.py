@@ -247,3 +247,16 @@ def test_an_opt_in_region_not_enabled_is_a_row_and_expired_credentials_stop_the_
         "ExpiredToken", "The security token included in the request is expired"))
     with pytest.raises(PreflightError, match="your AWS credentials have expired"):
         capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", "sagemaker-t4", ["us-east-2", "us-west-2"])
+
+
+def test_an_ended_sso_session_stops_the_all_regions_report(aws, monkeypatch):
+    """botocore's own error for an SSO token it cannot refresh (botocore/tokens.py raises it with this message; a
+    BotoCoreError, not a ClientError): the account's."""
+    from botocore.exceptions import TokenRetrievalError
+
+    def usage(session, instance_type, stack):
+        raise TokenRetrievalError(provider="sso", error_msg="Token has expired and refresh failed")
+
+    monkeypatch.setattr("gemma4_t4.components.sagemaker.quotas.sagemaker_usage", usage)
+    with pytest.raises(PreflightError, match="SSO session has expired"):
+        capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", "sagemaker-t4", ["us-east-2", "us-west-2"])

@@ -37,6 +37,15 @@ def test_installing_the_project_adds_only_gemma4_t4(tmp_path):
             "cloudinit/locks/vllm-gce-0.33.0.txt",
             "turing/Dockerfile", "turing/pyproject.toml", "turing/turing_clamp/plugin.py",
             "components/schema.json"} <= data
+    # Everything the image's build context and the guest's user-data read, installed (a .py file goes in as a
+    # module; any other one only through package-data): a file left out builds a different image, or none,
+    # from an installed wheel than from a checkout.
+    from gemma4_t4.components.sagemaker.build_context import build_context_files
+
+    assert {f"turing/{name}" for name in build_context_files()} <= data
+    guest = subprocess.run(["git", "ls-files", "cloudinit/bootstrap.sh", "cloudinit/scripts", "cloudinit/units",
+                            "cloudinit/locks"], cwd=REPO, check=True, capture_output=True, text=True).stdout.split()
+    assert guest and set(guest) <= data
     assert not [name for name in data if name.startswith(("turing/results", "turing/gpu", "turing/build/", "turing/gemma4_turing_clamp.egg-info"))]
 
 

@@ -159,7 +159,7 @@ GCE = Gce()
 
 
 def __getattr__(name: str) -> Any:
-    """World: what exists before the program runs (gemma4_t4.testing's), loaded on first use, so the operator
+    """World: what exists before the program runs (standins.py's), loaded on first use, so the operator
     commands import no Pulumi SDK until they run the plan."""
     if name == "World":
         from .standins import GceWorld

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core import proc
+from ...core.lifecycle import VM_ABSENT
 from ...core.targets import (
     HttpTarget,
     TargetError,
@@ -193,7 +194,7 @@ class GceTarget(HttpTarget):
     zone: str = ""
     project: str = ""
     port: int = 8000  # the VM's own port (vLLM on its loopback)
-    watch: Any = field(default=None, repr=False)  # gce_watch.VmWatch: the VM's status and boot phases
+    watch: Any = field(default=None, repr=False)  # lifecycle.VmWatch: the VM's status and boot phases
     _tunnel: IapTunnel | None = field(default=None, repr=False)
 
     @property
@@ -247,7 +248,7 @@ class GceTarget(HttpTarget):
         if self.watch is None:
             return ""
         view = self.watch.look()
-        if view.vm_status == "ABSENT":  # gce_watch.VM_ABSENT
+        if view.vm_status == VM_ABSENT:
             return f" (no VM {self.instance} in {self.zone})"
         return f" (VM {view.vm_status}, guest phase {view.phase})" if view.phase else (
             f" (VM {view.vm_status})" if view.vm_status else "")
@@ -284,7 +285,7 @@ class GceTarget(HttpTarget):
         return super().metrics()
 
     def boot_view(self) -> Any:
-        """gce_watch.BootView: the VM's status and the guest's phases; None without a watch."""
+        """lifecycle.BootView: the VM's status and the guest's phases; None without a watch."""
         return self.watch.look(max_age_s=0) if self.watch is not None else None
 
     def describe(self) -> dict[str, Any]:

@@ -86,7 +86,7 @@ def fetch_sagemaker_regions(instance_type: str, stack: str, regions: list[str],
                             profile: str | None = None) -> list[RegionQuota]:
     """Every region asked at once (a few at a time); a region that refuses is a row with the reason; no
     credentials, or expired ones, stop the report (they are the account's, not a region's)."""
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+    from botocore import exceptions as boto
 
     from ...components.sagemaker.quotas import sagemaker_usage
     from .target import aws_session
@@ -95,9 +95,10 @@ def fetch_sagemaker_regions(instance_type: str, stack: str, regions: list[str],
         session = aws_session(region, profile, PreflightError)  # no credentials: raised, for every region
         try:
             quota, in_use, own, untyped = sagemaker_usage(session, instance_type, stack)
-        except (NoCredentialsError, PartialCredentialsError) as err:
+        except (boto.NoCredentialsError, boto.PartialCredentialsError, boto.TokenRetrievalError, boto.SSOError,
+                boto.SSOTokenLoadError) as err:  # no credentials, or an SSO session that ended: every region's
             raise PreflightError(cloud_message(err) or f"AWS: {err}") from None
-        except ClientError as err:
+        except boto.ClientError as err:
             code = err.response.get("Error", {}).get("Code", "")
             if code in ACCOUNT_WIDE_CODES:
                 raise PreflightError(cloud_message(err) or f"AWS: {err}") from None
@@ -105,7 +106,7 @@ def fetch_sagemaker_regions(instance_type: str, stack: str, regions: list[str],
             if code in NOT_ENABLED_CODES:
                 reason = f"not enabled for this account (opt-in region?): {reason}"
             return RegionQuota(region, error=reason.removeprefix("AWS: ")[:200])
-        except BotoCoreError as err:
+        except boto.BotoCoreError as err:
             return RegionQuota(region, error=(cloud_message(err) or str(err)).removeprefix("AWS: ")[:200])
         return RegionQuota(region, quota, in_use, own, untyped=tuple(untyped))
 

@@ -27,7 +27,7 @@ else:  # the schema's enum: the registered clouds' names, from the registry
     CloudName = Literal[tuple(clouds.CLOUDS)]
 
 
-async def zones(cloud: Annotated[CloudName | None, Field(description="only this cloud (default: both)")] = None,
+async def zones(cloud: Annotated[CloudName | None, Field(description="only this cloud (default: every one)")] = None,
                 ) -> ZonesResult:
     """Where a Tesla T4 can be had and its hourly list price, cheapest first, from the catalog (no cloud
     asked): each GCE zone selling T4s (n1-standard-2 + one T4, on demand and Spot; disks on top) and each

@@ -37,7 +37,7 @@ def component_plan(outputs=None, **args) -> offline.Plan:
     handlers = {}
     for cloud in clouds.CLOUDS.values():
         handlers.update(cloud.mock_invokes(None))
-    return offline.run_program("dev", {}, invokes=handlers,
+    return offline.run_program("dev", {}, invokes=handlers, standins=clouds.standins(),
                                program=lambda: GceT4Server("llm", {**args, **(outputs() if outputs else {})}))
 
 
