@@ -156,13 +156,3 @@ class Gce(Cloud):
 
 
 GCE = Gce()
-
-
-def __getattr__(name: str) -> Any:
-    """World: what exists before the program runs (standins.py's), loaded on first use, so the operator
-    commands import no Pulumi SDK until they run the plan."""
-    if name == "World":
-        from .standins import GceWorld
-
-        return GceWorld
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

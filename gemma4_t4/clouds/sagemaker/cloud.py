@@ -236,13 +236,3 @@ class SageMaker(Cloud):
 
 
 SAGEMAKER = SageMaker()
-
-
-def __getattr__(name: str) -> Any:
-    """World: what exists before the program runs (standins.py's), loaded on first use, so the operator
-    commands import no Pulumi SDK until they run the plan."""
-    if name == "World":
-        from .standins import AwsWorld
-
-        return AwsWorld
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
