@@ -448,6 +448,22 @@ class BootTestBusy(RuntimeError):
     """Another boot test holds the machine's boot-test lock."""
 
 
+class NotEnoughSpace(RuntimeError):
+    """The boot test's folder is on a filesystem with too little room for its VM roots and data disk."""
+
+
+def require_free_space(folder: Path, need_gib: float, setting: str) -> None:
+    """Refuse to boot when FOLDER's filesystem has less than NEED_GIB free: a guest that runs out of room half-way
+    fails at whatever step it was on (pip, a journal write, the next VM's root), far from the cause."""
+    folder.mkdir(parents=True, exist_ok=True)
+    free_gib = shutil.disk_usage(folder).free / 1024**3
+    if free_gib < need_gib:
+        raise NotEnoughSpace(
+            f"the boot test needs about {need_gib:.0f} GiB free where it boots ({folder}: its VM roots and the data "
+            f"disk's image); that filesystem has {free_gib:.1f} GiB free. Free space there, or set {setting} to a "
+            f"folder on a filesystem with room")
+
+
 @contextlib.contextmanager
 def only_boot_test(lock: Path) -> Iterator[None]:
     """Hold LOCK while a boot test runs: a second one beside it would share the host's swap and loop devices

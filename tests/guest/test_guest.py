@@ -540,6 +540,20 @@ def test_a_second_boot_test_is_refused_with_the_holders_pid(tmp_path):
         pass
 
 
+def test_a_boot_test_without_room_is_refused_before_it_boots(tmp_path, monkeypatch):
+    from guest import harness
+
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(harness.shutil, "disk_usage", lambda _: usage._replace(free=int(2.5 * 1024**3)))
+    with pytest.raises(harness.NotEnoughSpace) as refused:
+        harness.require_free_space(tmp_path / "boot", 12, "GEMMA4_T4_BOOT_WORK")
+    assert str(refused.value) == (
+        f"the boot test needs about 12 GiB free where it boots ({tmp_path / 'boot'}: its VM roots and the data disk's "
+        "image); that filesystem has 2.5 GiB free. Free space there, or set GEMMA4_T4_BOOT_WORK to a folder on a "
+        "filesystem with room")
+    harness.require_free_space(tmp_path / "boot", 2, "GEMMA4_T4_BOOT_WORK")  # enough: no refusal
+
+
 # --- a venv per vLLM version ---------------------------------------------------------------------
 
 

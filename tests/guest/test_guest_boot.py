@@ -86,6 +86,10 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, vm: harness.V
 BOOT_WORK = Path(os.environ.get("GEMMA4_T4_BOOT_WORK", "/var/tmp/gemma4-t4-boot"))
 # One boot test at a time on a machine (harness.only_boot_test): the lock lives beside every run's work folder.
 BOOT_LOCK = BOOT_WORK / "boot-test.lock"
+# The boot test's folder held at most 18.0 GiB at once (VM roots, the data disk's image with the guest's venvs and
+# its swapfile: `du -sm` every 10 s through a green .ci/run, 2026-12-05); the rest is room to spare. A filesystem
+# that fills half-way fails a boot at whatever step it was on, far from the cause (CI, 2026-12-05).
+BOOT_WORK_NEEDS_GIB = 22
 
 
 def mounts_under(path: Path) -> list[str]:
@@ -132,9 +136,10 @@ def world(pytestconfig, request) -> Iterator[dict]:
             pytest.fail(f"{tool} is not installed: `make test` installs it (tests/system-deps.sh)")
     try:
         with harness.only_boot_test(BOOT_LOCK):
+            harness.require_free_space(BOOT_WORK, BOOT_WORK_NEEDS_GIB, "GEMMA4_T4_BOOT_WORK")
             yield from _world(request)
-    except harness.BootTestBusy as busy:
-        pytest.fail(str(busy))
+    except (harness.BootTestBusy, harness.NotEnoughSpace) as refused:
+        pytest.fail(str(refused), pytrace=False)
 
 
 def _world(request) -> Iterator[dict]:
