@@ -1,6 +1,6 @@
 """Issue 29, deliverable 2: a third cloud proven, not counted. tests/third_cloud/ is the whole of it (its
 component, Settings, HTTP target, one preflight check and stack file); registering it is the one registry
-call, and the offline plan, cost, preflight, status and the MCP tools' plan and status then work through it."""
+call, and the offline plan, cost, preflight, status and the MCP tools' plan, status and zones then work through it."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from gemma4_t4 import clouds
 from gemma4_t4.cli import main
 from gemma4_t4.core import failures
 from gemma4_t4.core.lifecycle import NotStoppable
+from gemma4_t4.mcp import server as mcp_server  # imported before any test registers the third cloud
+from gemma4_t4.mcp.workspace import Workspace
 
 REPO = Path(__file__).resolve().parents[2]
 FOLDER = REPO / "tests" / "third_cloud"
@@ -126,12 +128,9 @@ def test_what_it_cannot_do_is_refused_with_its_reason(project, server, fake_pulu
 def test_the_mcp_tools_plan_and_status(project, server, fake_pulumi, monkeypatch):
     from mcp import Client
 
-    from gemma4_t4.mcp.server import build
-    from gemma4_t4.mcp.workspace import Workspace
-
     _, deployed = clouds.plan_stack(STACK, [f"url={server}"], project)
     monkeypatch.setenv("PATH", fake_pulumi(deployed.outputs)["PATH"])
-    server_ = build(Workspace(project_dir=project))
+    server_ = mcp_server.build(Workspace(project_dir=project))
 
     async def call(tool: str, **arguments):
         # The SDK's client connected in-process: the stand-in cloud is registered in this process only.
@@ -144,3 +143,21 @@ def test_the_mcp_tools_plan_and_status(project, server, fake_pulumi, monkeypatch
     assert plan["outputs"]["cloud"] == "loopback"
     status = anyio.run(lambda: call("status", stack=STACK))
     assert status["serving"] is True and status["models"][0]["id"] == MODEL
+
+
+def test_the_mcp_zones_tool_offers_a_cloud_registered_after_import(registered):
+    """The `cloud` enum is read when the server is built, as the CLI's --cloud choices are when its parser is (the
+    tools were imported before the third cloud was registered, as a program that registers its own cloud does)."""
+    from mcp import Client
+
+    async def zones(**arguments):
+        async with Client(mcp_server.build(Workspace())) as client:
+            schema = next(t.input_schema for t in (await client.list_tools()).tools if t.name == "zones")
+            return schema, await client.call_tool("zones", arguments)
+
+    schema, offered = anyio.run(lambda: zones(cloud=LOOPBACK.name))
+    assert schema["properties"]["cloud"]["anyOf"][0]["enum"] == [*clouds.CLOUDS]
+    assert LOOPBACK.name in clouds.CLOUDS and not offered.is_error
+    assert offered.structured_content["offers"] == []  # it sells nothing: Cloud.offers() is empty unless declared
+    _, unknown = anyio.run(lambda: zones(cloud="azure"))
+    assert unknown.is_error and f"'azure' is not one of gce, sagemaker, {LOOPBACK.name}" in unknown.content[0].text
