@@ -5,9 +5,10 @@ environment's python) starts here, so each one is held to the same three rules:
   what the caller's stdin carries (the MCP server's stdio transport is its stdin);
 - its own session (start_new_session): the child leads a process group of its own, so ending it
   ends what it started too (gcloud runs ssh, which runs gcloud's IAP helper) and nothing is orphaned;
-- a timeout, a Ctrl-C or any other way out of the wait ends that whole group: SIGTERM, then
-  SIGKILL for what is left after a grace. Being in its own session, the child does not get the
-  terminal's Ctrl-C itself: the KeyboardInterrupt that reaches this process ends it here.
+- a timeout, a Ctrl-C (during the wait, or while the child starts) or any other way out of the wait
+  ends that whole group: SIGTERM, then SIGKILL for what is left after a grace. Being in its own
+  session, the child does not get the terminal's Ctrl-C itself: the KeyboardInterrupt that reaches
+  this process ends it here.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,9 +32,32 @@ KILL_WAIT_S = 1.0
 def start(argv: Sequence[str], *, stdout: int | IO[Any] | None = subprocess.PIPE,
           stderr: int | IO[Any] | None = subprocess.PIPE, text: bool = True, cwd: Path | str | None = None,
           env: Mapping[str, str] | None = None) -> subprocess.Popen:
-    """ARGV started with stdin /dev/null, in a session of its own (see the module's rules)."""
-    return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, text=text, cwd=cwd,
-                            env=None if env is None else dict(env), start_new_session=True)
+    """ARGV started with stdin /dev/null, in a session of its own (see the module's rules). A Ctrl-C that comes
+    while the child starts (it runs before Popen returns: a loaded machine widens that moment) ends the child's
+    group here, as the caller never got the child to end."""
+    with _ctrl_c_held() as ctrl_c:
+        process = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, text=text,
+                                   cwd=cwd, env=None if env is None else dict(env), start_new_session=True)
+    if ctrl_c:
+        end_group(process)
+        raise KeyboardInterrupt
+    return process
+
+
+@contextlib.contextmanager
+def _ctrl_c_held() -> Iterator[list[int]]:
+    """Hold a Ctrl-C until the block ends; the list yielded is not empty when one came. Only Python's own handler
+    is held (a program's own handler is its business), and only in the main thread, the one a Ctrl-C reaches."""
+    held: list[int] = []
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield held
+        return
+    signal.signal(signal.SIGINT, lambda signum, _frame: held.append(signum))
+    try:
+        yield held
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _signal_group(pgid: int, sig: int) -> bool:

@@ -113,6 +113,25 @@ def test_ctrl_c_during_pulumi_exits_130_and_ends_its_group(slow_pulumi):
     assert not alive(grandchild)
 
 
+def test_ctrl_c_while_the_child_starts_ends_its_group(slow_pulumi, monkeypatch):
+    """A Ctrl-C that lands while Popen is still returning, the child already running, still ends the child's group
+    (seen once under `make test` in a clean Debian 13 root, where the moment is wider on a loaded machine). Here the
+    Ctrl-C is sent at that moment on purpose."""
+    popen = subprocess.Popen
+
+    def popen_then_ctrl_c(*args, **kwargs):
+        process = popen(*args, **kwargs)
+        pid_from(slow_pulumi)  # the child runs, and its grandchild
+        os.kill(os.getpid(), signal.SIGINT)
+        return process
+
+    monkeypatch.setattr(proc.subprocess, "Popen", popen_then_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        proc.run(["pulumi", "stack", "output", "--json"], timeout_s=30)
+    assert not alive(pid_from(slow_pulumi, within_s=0))
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_every_ssh_reads_no_input(monkeypatch):
     """ssh -n (ssh(1): stdin from /dev/null) on the tunnel and on every remote command, passed after `--` as
     gcloud compute ssh passes SSH_ARGS to ssh."""
