@@ -114,9 +114,9 @@ def test_ctrl_c_during_pulumi_exits_130_and_ends_its_group(slow_pulumi):
 
 
 def test_ctrl_c_while_the_child_starts_ends_its_group(slow_pulumi, monkeypatch):
-    """A Ctrl-C that lands while Popen is still returning, the child already running, still ends the child's group
-    (seen once under `make test` in a clean Debian 13 root, where the moment is wider on a loaded machine). Here the
-    Ctrl-C is sent at that moment on purpose."""
+    """A Ctrl-C that lands while Popen is still returning, the child already running, still ends the child's group.
+    (The Ctrl-C test above failed once under `make test` in a clean Debian 13 root, on a loaded machine, where that
+    moment is wider.) Here the Ctrl-C is sent at that moment on purpose."""
     popen = subprocess.Popen
 
     def popen_then_ctrl_c(*args, **kwargs):
