@@ -29,7 +29,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 
-PHASES = ("provision", "driver", "reboot", "vllm-install", "model-download", "loading", "serving", "failed")
+# update: a new guest bundle is being applied on the running VM (guest_bundle.py);
+# retrying: a step failed and the guest tries it again by itself (a mirror blip, a Hub throttle, vLLM's restart);
+# failed: the guest stopped at a failure it does not retry (a person must act: the detail says what).
+PHASES = ("provision", "driver", "reboot", "vllm-install", "model-download", "loading", "serving", "update",
+          "retrying", "failed")
 NAMESPACE = "gemma4-t4"
 URL = f"http://metadata.google.internal/computeMetadata/v1/instance/guest-attributes/{NAMESPACE}/"
 # On the boot disk: the driver's reboot continues the history that the first boot began.

@@ -12,6 +12,15 @@ set -euo pipefail
 : "${VENV:?}" "${PYTHON:?}" "${VLLM_LOCK:?}" "${CLAMP_SRC:?}" "${DATA_MOUNT:?}"
 log() { echo "install-vllm: $*"; }
 
+# lock_broken PIP_OUTPUT: pip refused the lock itself, which no retry changes (PyPI never changes a file it
+# serves): a file that does not match its hash (pip's HashErrors, pip/_internal/exceptions.py: "THESE
+# PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE"), or a wheel for another Python or platform
+# (pip/_internal/resolution/resolvelib/factory.py: "is not a supported wheel on this platform"). Anything
+# else (a timeout, a reset connection, an index out of reach: "No matching distribution found") is retried.
+lock_broken() {
+  grep -q -e 'DO NOT MATCH THE HASHES' -e 'is not a supported wheel on this platform' "$1"
+}
+
 export TMPDIR="$DATA_MOUNT/tmp" PIP_CACHE_DIR="$DATA_MOUNT/pipcache"
 mkdir -p "$TMPDIR" "$PIP_CACHE_DIR"
 
@@ -32,7 +41,13 @@ else
   fi
   # The lock is complete (--no-deps) and hashed (pip refuses any other file); never a source build. The venv is
   # this lock's alone: --no-deps never lands on another lock's packages.
-  "${pip[@]}" install --require-hashes --no-deps --only-binary :all: -r "$VLLM_LOCK"
+  pip_log=$TMPDIR/install-vllm.log
+  rc=0
+  "${pip[@]}" install --require-hashes --no-deps --only-binary :all: -r "$VLLM_LOCK" 2>&1 | tee "$pip_log" || rc=$?
+  if [ "$rc" -ne 0 ]; then
+    lock_broken "$pip_log" && exit 3  # provision.sh's TERMINAL: no retry installs this lock
+    exit "$rc"
+  fi
   echo "$want" >"$lock_stamp"
   log "installed $VLLM_LOCK (vLLM ${version:-unknown}) into $target"
 fi

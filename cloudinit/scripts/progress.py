@@ -4,8 +4,9 @@
 provision.sh records its own phases (provision, driver, reboot, vllm-install, failed). Once provisioning is
 done, this reads vLLM's: model-download (bytes in the model's Hub cache so far, of the checkpoint's size when
 the plan knew it), loading (weights, compile, CUDA graphs: /health does not answer 200 yet), serving (it
-does), failed (the service exited and waits to retry: its last line). Every few seconds it publishes what
-changed, within the guest attributes' rate.
+does), retrying (the service exited and systemd starts it again in 30 s: its last line and the attempt), or
+failed (the preflight refused in a way no retry heals, preflight.sh's verdict: its reason). Every few seconds
+it publishes what changed, within the guest attributes' rate.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import guest_attributes
 VLLM_UNIT = "gemma4-vllm.service"
 PROVISION_UNIT = "gemma4-t4-provision.service"
 VLLM_ENV = "/etc/gemma4-t4/vllm.env"
+# preflight.sh's refusal that no retry heals, in the unit's StateDirectory=.
+REFUSED = "/var/lib/gemma4-vllm/refused"
 POLL_S = 5
 GB = 1e9
 
@@ -80,9 +83,18 @@ def download_detail(done: int, expected: int) -> str:
 
 
 def unit_state(unit: str) -> dict[str, str]:
-    out = subprocess.run(["systemctl", "show", unit, "-p", "ActiveState,SubState,Result"],
+    out = subprocess.run(["systemctl", "show", unit, "-p", "ActiveState,SubState,Result,NRestarts"],
                          capture_output=True, text=True).stdout
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def refusal() -> str | None:
+    """The preflight's reason for a refusal no retry heals, if it refused so at its last run."""
+    try:
+        with open(REFUSED) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
 
 
 def last_line(unit: str) -> str:
@@ -103,8 +115,17 @@ def healthy(port: str) -> bool:
 class Watch:
     def __init__(self) -> None:
         self.last_bytes = -1
-        # A start that failed: its retries (the preflight again) are still "failed", until vLLM runs.
-        self.failure: str | None = None
+        # A start that failed: its retries (the preflight again) keep its phase and detail until vLLM runs.
+        self.failure: tuple[str, str] | None = None
+
+    def _failure(self, vllm: dict[str, str]) -> tuple[str, str]:
+        """A start that failed: `failed` with the preflight's reason when no retry heals it, else `retrying`."""
+        refused = refusal()
+        if refused:
+            return "failed", f"vLLM will not start: {refused} (not healed by a retry; journalctl -u gemma4-vllm)"
+        attempt = int(vllm.get("NRestarts") or 0) + 1
+        return "retrying", (f"vLLM did not start: {last_line(VLLM_UNIT)} (attempt {attempt}; it retries every "
+                            "30 s; journalctl -u gemma4-vllm)")
 
     def phase(self) -> tuple[str, str] | None:
         """vLLM's phase and its detail now; None while provisioning runs (it records its own)."""
@@ -118,15 +139,14 @@ class Watch:
             return "serving", f"{model}, max-model-len {flag(args, '--max-model-len') or 'default'}"
         vllm = unit_state(VLLM_UNIT)
         if vllm.get("ActiveState") == "failed" or vllm.get("SubState") == "auto-restart":
-            self.failure = (f"vLLM did not start: {last_line(VLLM_UNIT)} (it retries every 30 s; "
-                            "journalctl -u gemma4-vllm)")
-            return "failed", self.failure
+            self.failure = self._failure(vllm)
+            return self.failure
         if vllm.get("ActiveState") not in ("active", "activating"):
             return None
         if vllm.get("SubState") == "running":
             self.failure = None
         elif self.failure:
-            return "failed", self.failure
+            return self.failure
         repo = hub_repo(env.get("HF_HOME", ""), model)
         if repo and vllm.get("SubState") == "running":
             done, partial = blob_bytes(repo)

@@ -1,8 +1,11 @@
 #!/bin/bash
 # Brings the VM to "ready to serve" on every boot: each step checks before it acts, so a
 # second run, a reboot or a replaced VM with the old data disk all end in the same state.
-# A failed step names itself and the fix; systemd runs this again (Restart=on-failure), and
-# gemma4-vllm's preflight says what is still missing meanwhile.
+# A failed step names itself and the fix. Most failures heal by themselves (a mirror blip, an index that
+# throttles): the phase is `retrying` and systemd runs this again (Restart=on-failure). A step that exits
+# $TERMINAL (3) says that trying again cannot help (a lock whose files do not match it, a driver that never
+# loads): the phase is `failed`, and the unit stops retrying (RestartPreventExitStatus=3) until a person
+# acts or the VM boots again. gemma4-vllm's preflight says what is still missing meanwhile.
 set -euo pipefail
 
 set -a
@@ -20,16 +23,31 @@ export DEBIAN_FRONTEND=noninteractive
 # gemma4-t4-progress.service); it never fails a step.
 phase() { python3 "$lib/guest_attributes.py" phase "$@" || true; }
 
+TERMINAL=3
+
+# attempt: this run's number since the boot began (systemd counts the unit's automatic restarts).
+attempt() { echo $(($(systemctl show -P NRestarts gemma4-t4-provision.service 2>/dev/null || echo 0) + 1)); }
+
+# give_up STEP DETAIL: a failure trying again cannot heal; the unit stops retrying (exit $TERMINAL).
+give_up() {
+  echo "provision: FAILED at step '$1', not retried: $2. After fixing it: sudo systemctl restart" \
+    "gemma4-t4-provision (a reboot also tries again)" >&2
+  phase failed "step '$1', not retried: $2"
+  exit "$TERMINAL"
+}
+
 # step NAME FIX COMMAND...: run one step; on failure say which step failed and what to do.
 step() {
   local name=$1 fix=$2 rc=0
   shift 2
   log "step '$name'"
   "$@" || rc=$?
-  if [ "$rc" -ne 0 ]; then
+  if [ "$rc" -eq "$TERMINAL" ]; then
+    give_up "$name" "Fix: $fix"
+  elif [ "$rc" -ne 0 ]; then
     echo "provision: FAILED at step '$name' (exit $rc). Fix: $fix." \
       "Provisioning retries by itself; to retry now: sudo systemctl restart gemma4-t4-provision" >&2
-    phase failed "step '$name' (exit $rc), retried every 30 s. Fix: $fix"
+    phase retrying "step '$name' (exit $rc, attempt $(attempt)), retried every 30 s. Fix: $fix"
     exit "$rc"
   fi
 }
@@ -94,10 +112,8 @@ if [ -f "$REBOOT_FLAG" ]; then
   mkdir -p "$(dirname "$count_file")"
   count=$(cat "$count_file" 2>/dev/null || echo 0)
   if [ "$count" -ge 2 ]; then
-    echo "provision: FAILED at step 'nvidia driver': not loaded after $count reboots. Fix: read 'journalctl -k'" \
-      "and 'dkms status'; the kernel may lack headers (see above)" >&2
-    phase failed "step 'nvidia driver': not loaded after $count reboots. Fix: read 'journalctl -k' and 'dkms status'"
-    exit 1
+    rm -f "$count_file"  # the next boot (a person's reboot after a fix) tries again from the start
+    give_up "nvidia driver" "not loaded after $count reboots. Fix: read 'journalctl -k' and 'dkms status'; the kernel may lack headers (see above)"
   fi
   echo $((count + 1)) >"$count_file"
   log "rebooting to load the NVIDIA driver (reboot $((count + 1)) of at most 2)"

@@ -604,9 +604,10 @@ def server_vm(name: str, checked: CheckedServer, network: VmNetwork, disk: gcp.c
         # with, and guest attributes on, for the boot's progress (the gemma4-t4/ namespace).
         metadata={"user-data": user_data, SERVING_METADATA_KEY: serving_values(checked.plan, settings.api_key),
                   "enable-oslogin": "TRUE", "enable-guest-attributes": "TRUE"},
-        # The provider replaces the VM when this changes (ForceNew); it names the user-data's hash.
-        # cloud-init applies user-data once per instance: a changed guest means a new VM.
-        metadata_startup_script=bootstrap_script(user_data),
+        # The provider replaces the VM when this changes (ForceNew): it is the same for every setting and release
+        # (cloudinit/bootstrap.sh). The user-data above is applied on the running VM when it changes
+        # (cloudinit/scripts/guest_bundle.py): only a new machine (zone, image, machine, GPUs) replaces the VM.
+        metadata_startup_script=bootstrap_script(),
         # The open DKMS module is unsigned: Secure Boot would refuse to load it.
         shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
             enable_secure_boot=False, enable_vtpm=True, enable_integrity_monitoring=True),

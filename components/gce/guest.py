@@ -12,7 +12,6 @@ new maxModelLen restarts vLLM instead of replacing the VM.
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 from dataclasses import dataclass
 from importlib.resources import files
@@ -50,6 +49,9 @@ SERVING_CONFIG_UNIT = "gemma4-t4-serving-config.service"
 SERVING_WATCH_UNIT = "gemma4-t4-serving-watch.service"
 # Publishes the boot's phase as guest attributes (namespace GUEST_ATTRIBUTES_NAMESPACE).
 PROGRESS_UNIT = "gemma4-t4-progress.service"
+# Applies a new user-data (this bundle: a guard's value, the swap size, the vLLM lock, a release's files) on the
+# running VM: cloud-init applies user-data once per instance (guest_bundle.py).
+GUEST_WATCH_UNIT = "gemma4-t4-guest-watch.service"
 SERVING_METADATA_KEY = "gemma4-t4-serving"
 VLLM_ENV = "/etc/gemma4-t4/vllm.env"
 GUEST_ATTRIBUTES_NAMESPACE = "gemma4-t4"
@@ -171,8 +173,10 @@ def render_user_data(settings: GuestSettings) -> str:
         + [{"path": VLLM_LOCK, "permissions": "0644", "content": lock_file(settings.vllm_version).read_text()}]
         + [{"path": APT_LOCK_CONF, "permissions": "0644", "content": APT_LOCK_TIMEOUT}]
     )
-    idle_stop = [IDLE_STOP_TIMER] if settings.idle_stop_minutes else []
-    enabled = [PROVISION_UNIT, VLLM_UNIT, SERVING_CONFIG_UNIT, SERVING_WATCH_UNIT, PROGRESS_UNIT, *idle_stop]
+    # The idle stop's timer runs whatever idleStopMinutes is (0: each run does nothing), so a new value is a change of
+    # guest.env alone, which lands on the running VM.
+    enabled = [PROVISION_UNIT, VLLM_UNIT, SERVING_CONFIG_UNIT, SERVING_WATCH_UNIT, PROGRESS_UNIT, GUEST_WATCH_UNIT,
+               IDLE_STOP_TIMER]
     config = {
         # No users here (the bootstrap's cloud-init config sets none): GCE's guest agent manages
         # login users and SSH keys, and provision.sh creates the service user with the UID its
@@ -185,7 +189,8 @@ def render_user_data(settings: GuestSettings) -> str:
             # --no-block: provisioning reboots once for the driver; cloud-init must not wait on it.
             # The idle-stop timer starts now too: a driver that loads without a reboot means no
             # later boot would start it, and the VM would bill on while idle.
-            ["systemctl", "start", "--no-block", PROGRESS_UNIT, VLLM_UNIT, SERVING_WATCH_UNIT, *idle_stop],
+            ["systemctl", "start", "--no-block", PROGRESS_UNIT, VLLM_UNIT, SERVING_WATCH_UNIT, GUEST_WATCH_UNIT,
+             IDLE_STOP_TIMER],
         ],
     }
     text = "#cloud-config\n" + yaml.dump(config, Dumper=_BlockStyleDumper, sort_keys=False, width=4096)
@@ -206,12 +211,9 @@ def guest_units() -> list[Traversable]:
     return _listed(GUEST_DIR / "units", (".service", ".timer"))
 
 
-def bootstrap_script(user_data: str) -> str:
-    """The VM's startup-script (the provider's metadata_startup_script), naming the user-data it was made
-    with: the provider replaces the instance when metadata_startup_script changes (ForceNew), while
-    the rest of the metadata, the serving values among it, is updated in place. cloud-init applies
-    user-data once per instance, so a new guest must be a new VM."""
-    script = (GUEST_DIR / "bootstrap.sh").read_text()
-    shebang, rest = script.split("\n", 1)
-    digest = hashlib.sha256(user_data.encode()).hexdigest()
-    return f"{shebang}\n# gemma4-t4 guest: user-data sha256 {digest}\n{rest}"
+def bootstrap_script() -> str:
+    """The VM's startup-script (the provider's metadata_startup_script, which it replaces the instance for when it
+    changes: ForceNew). The same text for every setting and every release that keeps cloudinit/bootstrap.sh: it
+    installs cloud-init and applies the user-data on the instance's first boot; every later user-data (the rest of
+    the metadata, updated in place) is applied on the running VM by GUEST_WATCH_UNIT."""
+    return (GUEST_DIR / "bootstrap.sh").read_text()

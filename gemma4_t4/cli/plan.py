@@ -5,7 +5,10 @@ for gce-t4 and sagemaker-t4, from the installed package's defaults."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,7 @@ def load(args: argparse.Namespace) -> tuple[dict[str, Any], offline.Plan]:
 def run(args: argparse.Namespace) -> int:
     try:
         _, result = load(args)
+        changes = against_the_stack_file(args, result) if args.config else None
     except FileNotFoundError as err:
         return fail("plan", str(err), EXIT_USAGE)
     if args.user_data:
@@ -53,10 +57,28 @@ def run(args: argparse.Namespace) -> int:
                               "leave out --user-data")
         args.user_data.write_text(text)
     if args.json:
-        print_json(result.as_json())
+        print_json({**result.as_json(), **({"changes": [asdict(c) for c in changes]} if changes is not None else {})})
     else:
         show(result)
+        if changes is not None:
+            show_changes(args, changes)
     return EXIT_OK
+
+
+def against_the_stack_file(args: argparse.Namespace, result: offline.Plan) -> list[offline.Change]:
+    """What `pulumi up` would do to a stack deployed from its stack file as it stands, with --config's changes."""
+    # Its program's own messages (a warning the shown plan already gave) are not shown twice.
+    with busy("planning the stack file as it stands, to compare"), contextlib.redirect_stderr(io.StringIO()):
+        _, before = clouds.plan_stack(args.stack, [], args.project_dir)
+    return offline.changes(before, result, clouds.plan_cloud(result).replaced_by)
+
+
+def show_changes(args: argparse.Namespace, changes: list[offline.Change]) -> None:
+    console.print(f"[bold]against the stack file as it stands[/] (with {' '.join(args.config)}):")
+    if not changes:
+        console.print("  nothing changes", markup=False)
+    for change in changes:
+        console.print(f"  {change.line()}", markup=False)
 
 
 def _short(value: Any) -> str:

@@ -58,6 +58,7 @@ class BootBoard:
         self._started = time.monotonic()
         self._shown = 0  # phases already printed (plain output)
         self._note_shown = False
+        self._said = ""  # the last retry's or failure's detail printed (plain output)
         self._spinner = Spinner("dots")
 
     def tick(self, elapsed_s: float, info: dict[str, Any]) -> None:
@@ -78,6 +79,10 @@ class BootBoard:
             err_console.print(f"phase {phase.phase} began at {time.strftime('%H:%M:%S', time.localtime(phase.started))}"
                               f"{took}", markup=False)
             self._shown += 1
+        if view.phase in (ops.RETRYING, ops.FAILED) and view.detail != self._said:
+            self._said = view.detail
+            said = "the guest tries again by itself" if view.phase == ops.RETRYING else "the guest does not retry"
+            err_console.print(f"{view.phase} ({said}): {view.detail}", markup=False)
 
     def _vm_line(self) -> str:
         view = self.view
@@ -93,9 +98,11 @@ class BootBoard:
         phases = self.view.phases if self.view is not None else []
         for i, phase in enumerate(phases):
             current = i == len(phases) - 1
-            mark = self._spinner if current and phase.phase not in ("serving", "failed") else Text("✓", "green")
-            if phase.phase == "failed":
+            mark = self._spinner if current and phase.phase not in ("serving", ops.FAILED) else Text("✓", "green")
+            if phase.phase == ops.FAILED:
                 mark = Text("✗", "bold red")
+            elif phase.phase == ops.RETRYING:
+                mark = Text("↻", "yellow") if not current else self._spinner
             detail = self.view.detail if current else ""
             # The current phase's clock runs between two polls (the guest's epoch; clocks agree on GCE).
             seconds = max(phase.seconds, time.time() - phase.started) if current and not isinstance(

@@ -89,6 +89,9 @@ class Cloud(ABC):
     vm_names: ClassVar[tuple[str, ...]] = ()
     # What this cloud cannot do, each with the reason a refusal gives (everything else it can).
     unsupported: ClassVar[Mapping[Feature, str]] = {}
+    # {resource type: (the inputs its provider replaces it for, what a replacement costs)}, for `plan --config`'s
+    # account of a change (core.plan.changes); a resource's own replaceOnChanges counts without it.
+    replaced_by: ClassVar[Mapping[str, tuple[tuple[str, ...], str]]] = {}
 
     def supports(self, feature: Feature) -> bool:
         return feature not in self.unsupported

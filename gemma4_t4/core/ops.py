@@ -95,8 +95,12 @@ class WaitResult:
     phase: str | None = None
     detail: str = ""
     phases: list[Any] = field(default_factory=list)  # the boot's phases (e.g. GCE's Phase): phase, started, seconds
+    # Each failure the guest said it retries, as it said it (GCE's `retrying` phase): waited through, not the end.
+    retries: list[str] = field(default_factory=list)
 
 
+# The guest's word for a failure it retries by itself (wait goes on) and for one it does not (wait ends).
+RETRYING, FAILED = "retrying", "failed"
 # A VM seen stopped this long is not booting: `wait` ends rather than wait for a start nobody began.
 STOPPED_GRACE_S = 60.0
 VM_STOPPED = ("TERMINATED", "STOPPED", "STOPPING", "SUSPENDED", "SUSPENDING")
@@ -122,18 +126,21 @@ def wait(target: Target, timeout_s: float = WAIT_TIMEOUT_S, interval_s: float = 
     start = time.monotonic()
     stopped_since: float | None = None
     look = getattr(target, "boot_view", None)
+    retries: list[str] = []
     while True:
         elapsed = time.monotonic() - start
         healthy, why = target.probe()
         view = look() if look is not None else None
         if view is not None and on_boot is not None:
             on_boot(view)
-        result = functools.partial(_outcome, target, elapsed, why, view)
+        if view is not None and view.phase == RETRYING and view.detail not in retries[-1:]:
+            retries.append(view.detail)
+        result = functools.partial(_outcome, target, elapsed, why, view, retries)
         if healthy:
             return result(True, log=False)
         if alive is not None and not alive():
             return result(False, "died")
-        if view is not None and view.phase == "failed":
+        if view is not None and view.phase == FAILED:
             return result(False, "guest failed")
         if view is not None and view.vm_status in VM_STOPPED:
             stopped_since = stopped_since if stopped_since is not None else time.monotonic()
@@ -151,9 +158,10 @@ def wait(target: Target, timeout_s: float = WAIT_TIMEOUT_S, interval_s: float = 
         time.sleep(min(interval_s, max(timeout_s - elapsed, 0.0)) or interval_s)
 
 
-def _outcome(target: Target, elapsed: float, why: str, view: Any, healthy: bool, reason: str = "",
-             log: bool = True) -> WaitResult:
-    outcome = WaitResult(target.label, healthy, elapsed, reason, _recent_log(target) if log else [], why)
+def _outcome(target: Target, elapsed: float, why: str, view: Any, retries: list[str], healthy: bool,
+             reason: str = "", log: bool = True) -> WaitResult:
+    outcome = WaitResult(target.label, healthy, elapsed, reason, _recent_log(target) if log else [], why,
+                         retries=list(retries))
     if view is not None:
         outcome.vm_status, outcome.phase, outcome.detail = view.vm_status, view.phase, view.detail
         outcome.phases = list(view.phases)
@@ -164,13 +172,16 @@ def wait_failure(result: WaitResult, timeout_s: float) -> str:
     """What went wrong, as the operator reads it: why, what was seen last, the last log lines,
     where to look next. Only what was seen: no guess at a cause."""
     why = {"timeout": f"not healthy after {timeout_s:.0f}s", "died": "the server died during startup",
-           "guest failed": "the VM's first boot failed", "vm stopped": f"the VM is {result.vm_status}"}
+           "guest failed": "the VM's guest stopped at a failure it does not retry",
+           "vm stopped": f"the VM is {result.vm_status}"}
     lines = [f"{why.get(result.reason, result.reason)}: {result.target}"
              + (f" (last check: {result.last_probe})" if result.last_probe else "")]
     if result.vm_status == VM_ABSENT:  # the cloud's API has no such VM
         lines.append("there is no VM yet: is `pulumi up` still creating it, or did it fail (no T4 free in the zone?)")
     elif result.phase:
         lines.append(f"the guest's phase: {result.phase}" + (f": {result.detail}" if result.detail else ""))
+        if result.phase == RETRYING:
+            lines.append("the guest is still trying again by itself: `gemma4-t4 wait` again, or fix what it names")
     elif result.vm_status:
         lines.append(f"the VM is {result.vm_status}; its guest has published no boot phase yet")
     if result.recent_log:

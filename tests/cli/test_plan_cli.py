@@ -168,3 +168,30 @@ def test_outside_the_us_the_machine_is_priced_and_the_unknown_disks_leave_the_to
     costed = _json("cost", "gce-t4", "gemma4-t4:zone=europe-west4-a")
     assert costed["running_usd_per_hour"] is None and costed["running_usd_per_hour_range"] is None
     assert all(disk["usd_per_month"] is None for disk in costed["disks"])
+
+
+@pytest.mark.parametrize("change", ["idleStopMinutes=30", "swapSizeGb=20", "vllmVersion=0.33.0", "maxModelLen=8192"])
+def test_a_guard_a_guest_setting_or_a_serving_value_says_the_vm_is_updated_in_place(change):
+    result = plan_cli("gce-t4", "--config", change)
+    assert result.returncode == 0, result.stderr
+    said = result.stdout.split("against the stack file as it stands", 1)[1]
+    assert "gcp:compute/instance:Instance::gemma4-t4: update in place (metadata)" in said
+    assert "replace" not in said
+
+
+def test_a_new_zone_says_the_vm_and_its_disk_are_replaced_and_what_that_costs():
+    result = plan_cli("gce-t4", "--config", "zone=us-central1-a")
+    assert result.returncode == 0, result.stderr
+    said = result.stdout.split("against the stack file as it stands", 1)[1]
+    assert ("gcp:compute/instance:Instance::gemma4-t4: replace (networkInterfaces, zone): the VM is deleted and "
+            "created again: a first boot of ~20-36 min") in " ".join(said.split())
+    assert "gcp:compute/disk:Disk::gemma4-t4-data: replace (zone): a new data disk" in said
+    doc = json.loads(plan_cli("gce-t4", "--config", "zone=us-central1-a", "--json").stdout)
+    vm = next(c for c in doc["changes"] if c["label"] == "gcp:compute/instance:Instance::gemma4-t4")
+    assert vm["action"] == "replace" and vm["keys"] == ["networkInterfaces", "zone"]
+
+
+def test_the_same_config_changes_nothing():
+    result = plan_cli("gce-t4", "--config", "zone=us-west2-b")
+    assert result.returncode == 0, result.stderr
+    assert "against the stack file as it stands (with zone=us-west2-b):\n  nothing changes" in result.stdout

@@ -19,6 +19,7 @@ RECORDED = json.loads((REPO / "tests" / "fixtures" / "upgrade-0.3.0.json").read_
 STEP = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$command:local:Command::gemma4-t4-"
 IMAGE_STEP = ("urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$gemma4-t4:index:TuringImage"
               "$command:local:Command::gemma4-t4-image-")
+VM = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:GceT4Server$gcp:compute/instance:Instance::gemma4-t4"
 # {URN pattern: {input: why it changes}}. The SageMaker component's local steps moved into its folder
 # (components/sagemaker/steps/), so each runs once more on the first `pulumi up` after the upgrade; each re-run
 # changes nothing (components/sagemaker/steps/*.py): the account check is a read-only look at the account's quotas
@@ -31,6 +32,11 @@ EXPECTED: dict[str, dict[str, str]] = {
     IMAGE_STEP + "local-build": {"create": "the local image build step moved to gemma4_t4.components.sagemaker.steps"},
     STEP + "endpoint-watch": {"create": "the endpoint watch moved to gemma4_t4.components.sagemaker.steps"},
     STEP + "ttl-passed": {"create": "the TTL check moved to gemma4_t4.components.sagemaker.steps"},
+    # The one replacement of the GCE VM this upgrade makes (ForceNew: metadata_startup_script), so that no later
+    # setting or release replaces it: the startup-script no longer names the user-data's hash, and a new
+    # user-data is applied on the running VM (cloudinit/scripts/guest_bundle.py).
+    VM: {"metadataStartupScript": "the GCE VM is replaced once: its startup-script no longer names the user-data",
+         "metadata": "the guest's user-data (its files, applied on the running VM from now on) changes"},
 }
 
 

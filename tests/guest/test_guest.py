@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,8 @@ from gemma4_t4.components.gce import guest as render
 SCRIPTS = sorted((REPO / "cloudinit").rglob("*.sh")) + sorted((REPO / "turing").rglob("*.sh"))
 UNITS = render.guest_units()
 DISK_SCRIPT = REPO / "cloudinit" / "scripts" / "setup-data-disk.sh"
+# A step's exit status for a failure no retry heals (provision.sh's TERMINAL, its unit's RestartPreventExitStatus).
+TERMINAL = 3
 SWAP_SCRIPT = REPO / "cloudinit" / "scripts" / "setup-swap.sh"
 
 
@@ -264,7 +267,7 @@ def test_cloud_init_runs_no_local_stage_on_the_booted_vm():
 
 def test_preflight_refuses_unclamped_or_unfit():
     text = (REPO / "cloudinit" / "scripts" / "preflight.sh").read_text()
-    assert '-m turing_clamp check || fail' in text
+    assert '-m turing_clamp check || refuse' in text
     assert '-m turing_clamp fit --strict' in text
     assert "sm_75" in text and "swapon" in text
 
@@ -376,7 +379,7 @@ def test_data_disk_with_a_foreign_filesystem_is_never_touched(tmp_path):
     assert result.returncode == 0, result.stderr
     before = image.read_bytes()
     refused = _setup_disk(str(image), tmp_path / "mnt", tmp_path / "fstab")
-    assert refused.returncode != 0
+    assert refused.returncode == TERMINAL, "no retry formats it: provisioning stops retrying and says so"
     assert "refusing to touch it" in refused.stderr
     assert image.read_bytes() == before
     assert not (tmp_path / "fstab").exists()
@@ -391,7 +394,7 @@ def test_data_disk_refuses_a_mountpoint_fstab_already_uses(tmp_path):
     fstab = tmp_path / "fstab"
     fstab.write_text(f"UUID={uuidlib.uuid4()} {tmp_path / 'mnt'} ext4 defaults 0 2\n")
     refused = _setup_disk(str(image), tmp_path / "mnt", fstab)
-    assert refused.returncode != 0 and "already mounts something else" in refused.stderr
+    assert refused.returncode == TERMINAL and "already mounts something else" in refused.stderr
 
 
 # --- swap ------------------------------------------------------------------------------------
@@ -434,6 +437,22 @@ def test_swap_size_zero_does_nothing(tmp_path):
     assert not (tmp_path / "swapfile").exists() and not (tmp_path / "fstab").exists()
 
 
+def test_a_new_swap_size_replaces_the_swapfile_and_zero_removes_it(tmp_path):
+    """swapSizeGb changed on a running VM (guest_bundle.py runs provisioning again): the new size is made beside
+    the old file and takes its name; 0 removes the file and its fstab line, leaving the other lines."""
+    require_tool("mkswap")
+    swapfile, fstab = tmp_path / "swapfile", tmp_path / "fstab"
+    fstab.write_text("UUID=1234 /opt1 ext4 defaults 0 2\n")
+    assert _setup_swap(swapfile, 1, fstab).returncode == 0
+    bigger = _setup_swap(swapfile, 2, fstab)
+    assert bigger.returncode == 0 and "created" in bigger.stdout, bigger.stderr
+    assert swapfile.stat().st_size == 2 * 1024**3 and not (tmp_path / "swapfile.new").exists()
+    assert fstab.read_text().count(str(swapfile)) == 1
+    removed = _setup_swap(swapfile, 0, fstab)
+    assert removed.returncode == 0 and "removed" in removed.stdout
+    assert not swapfile.exists() and fstab.read_text() == "UUID=1234 /opt1 ext4 defaults 0 2\n"
+
+
 
 
 def test_preflight_refuses_fewer_gpus_than_tensor_parallel_ranks(tmp_path):
@@ -444,13 +463,24 @@ def test_preflight_refuses_fewer_gpus_than_tensor_parallel_ranks(tmp_path):
     (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'Tesla T4, 7.5'\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
     script = REPO / "cloudinit" / "scripts" / "preflight.sh"
+    # systemctl is-active: provisioning is done (exit 0) or not (3), as systemctl(1) answers.
+    (bin_dir / "systemctl").write_text('#!/bin/sh\n[ -e "$PROVISIONED" ]\n')
+    (bin_dir / "systemctl").chmod(0o755)
+    state = tmp_path / "state"
+    state.mkdir()
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VENV": str(tmp_path / "venv"),
-           "SWAP_SIZE_GB": "0", "DATA_MOUNT": "/"}
+           "SWAP_SIZE_GB": "0", "DATA_MOUNT": "/", "STATE_DIRECTORY": str(state),
+           "PROVISIONED": str(tmp_path / "provisioned")}
     two = run(["bash", str(script)], env={**env, "VLLM_ARGS": "--model m --tensor-parallel-size 2"})
     assert two.returncode == 1
     assert "--tensor-parallel-size 2 but nvidia-smi lists 1 GPU(s)" in two.stderr
+    assert not (state / "refused").exists(), "while provisioning runs, a refusal may still heal"
+    (tmp_path / "provisioned").touch()
+    two = run(["bash", str(script)], env={**env, "VLLM_ARGS": "--model m --tensor-parallel-size 2"})
+    assert two.returncode == 1 and "GPU(s)" in (state / "refused").read_text(), "no retry heals it: said so"
     one = run(["bash", str(script)], env={**env, "VLLM_ARGS": "--model m --tensor-parallel-size 1"})
     assert "GPU(s)" not in one.stderr and "GPU: Tesla T4, 7.5" in one.stdout
+    assert not (state / "refused").exists(), "a later check that fails in a way that heals clears it"
 
 
 def test_the_boot_tests_leftovers_hold_no_device_nodes_and_a_pass_leaves_none(tmp_path):
@@ -611,3 +641,17 @@ def test_the_service_runs_a_symlink_to_the_locks_own_venv():
     assert 'target=$(dirname "$VENV")/venv-${version:-unknown}-${want:0:12}' in install
     assert '"${pip[@]}" install --require-hashes --no-deps' in install and 'pip=("$target/bin/python"' in install
     assert "Wants=gemma4-t4-venv-prune.service" in _unit_lines("gemma4-vllm.service")
+
+
+def test_a_failure_no_retry_heals_is_one_exit_status_and_one_verdict_file_everywhere():
+    """The guest's word for "trying again cannot help" must mean the same to each part that says or reads it:
+    provision.sh's TERMINAL, its unit's RestartPreventExitStatus (systemd then stops retrying), the steps that
+    exit with it; and the preflight's refusal file, which progress.py reads, in the vLLM unit's StateDirectory."""
+    scripts, units = REPO / "cloudinit" / "scripts", REPO / "cloudinit" / "units"
+    assert f"TERMINAL={TERMINAL}\n" in (scripts / "provision.sh").read_text()
+    assert f"\nRestartPreventExitStatus={TERMINAL}\n" in (units / "gemma4-t4-provision.service").read_text()
+    assert f"exit {TERMINAL}" in (scripts / "install-vllm.sh").read_text()
+    assert f"exit {TERMINAL}; }}" in DISK_SCRIPT.read_text()
+    state_dir = re.search(r"^StateDirectory=(\S+)$", (units / "gemma4-vllm.service").read_text(), re.M).group(1)
+    assert f"VERDICT=${{STATE_DIRECTORY:-/var/lib/{state_dir}}}/refused\n" in (scripts / "preflight.sh").read_text()
+    assert f'REFUSED = "/var/lib/{state_dir}/refused"' in (scripts / "progress.py").read_text()

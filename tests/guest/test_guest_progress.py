@@ -81,13 +81,13 @@ def test_history_continues_through_the_driver_reboot_and_restarts_on_a_later_boo
 
 def test_a_boot_that_keeps_failing_keeps_how_it_began_and_its_latest_phases(attrs):
     state: dict = {}
-    phases = ["provision", "driver", "vllm-install", "reboot"] + ["provision", "driver", "failed"] * 30
+    phases = ["provision", "driver", "vllm-install", "reboot"] + ["provision", "driver", "retrying"] * 30
     for at, phase in enumerate(phases):
         attrs.record_phase(state, phase, "", at)
     history = attrs.attributes(state)["history"].split()
     assert len(history) == attrs.HISTORY_MAX
     assert history[:4] == ["provision@0", "driver@1", "vllm-install@2", "reboot@3"]
-    assert history[-1] == f"failed@{len(phases) - 1}"
+    assert history[-1] == f"retrying@{len(phases) - 1}"
 
 
 def test_a_detail_is_one_bounded_line(attrs):
@@ -177,6 +177,7 @@ def progress(tmp_path, monkeypatch, attrs):
     health = {"ok": False}
     monkeypatch.setattr(module, "healthy", lambda port: port == "8001" and health["ok"])
     monkeypatch.setattr(module, "last_line", lambda unit: "gemma4-vllm preflight: nvidia-smi does not answer")
+    monkeypatch.setattr(module, "REFUSED", str(tmp_path / "gemma4-vllm" / "refused"))
     return module, units, health, tmp_path / "hf" / "hub" / "models--google--gemma-4-E2B-it"
 
 
@@ -187,9 +188,10 @@ def test_vllm_phases_from_preflight_to_download_bytes_to_serving(progress):
     assert watch.phase() is None, "provisioning records its own phases"
     units[module.PROVISION_UNIT]["ActiveState"] = "active"
     assert watch.phase()[0] == "loading"  # the preflight
-    units[module.VLLM_UNIT].update(ActiveState="activating", SubState="auto-restart")
+    units[module.VLLM_UNIT].update(ActiveState="activating", SubState="auto-restart", NRestarts="2")
     phase, detail = watch.phase()
-    assert phase == "failed" and "nvidia-smi does not answer" in detail and "journalctl -u gemma4-vllm" in detail
+    assert phase == "retrying" and "nvidia-smi does not answer" in detail and "journalctl -u gemma4-vllm" in detail
+    assert "(attempt 3;" in detail, "systemd's count of the unit's restarts, plus this one"
     units[module.VLLM_UNIT].update(ActiveState="activating", SubState="start-pre")
     assert watch.phase() == (phase, detail), "its retry (the preflight again) is still the failure, not a new phase"
     units[module.VLLM_UNIT].update(ActiveState="active", SubState="running")
@@ -204,6 +206,27 @@ def test_vllm_phases_from_preflight_to_download_bytes_to_serving(progress):
     assert watch.phase()[0] == "loading", "no partial file and no growth: done downloading"
     health["ok"] = True
     assert watch.phase() == ("serving", "google/gemma-4-E2B-it, max-model-len 8192")
+
+
+def test_a_refusal_no_retry_heals_is_failed_and_a_later_pass_clears_it(progress):
+    """preflight.sh writes its verdict for what a retry cannot change (here: a kernel that does not fit sm_75);
+    the phase is then `failed` with that reason, which `gemma4-t4 wait` ends on. A serving change that fits
+    (the preflight passes and removes the verdict) brings vLLM up, and the phase follows."""
+    module, units, health, _repo = progress
+    refused = Path(module.REFUSED)
+    refused.parent.mkdir()
+    refused.write_text("a Gemma 4 attention kernel does not fit sm_75 with the clamp; refusing to start\n")
+    watch = module.Watch()
+    units[module.VLLM_UNIT].update(ActiveState="activating", SubState="auto-restart", NRestarts="0")
+    phase, detail = watch.phase()
+    assert phase == "failed" and "does not fit sm_75" in detail and "not healed by a retry" in detail
+    units[module.VLLM_UNIT].update(ActiveState="activating", SubState="start-pre")
+    assert watch.phase() == (phase, detail), "the preflight running again keeps the failure until vLLM runs"
+    refused.unlink()
+    units[module.VLLM_UNIT].update(ActiveState="active", SubState="running")
+    assert watch.phase()[0] == "loading"
+    health["ok"] = True
+    assert watch.phase()[0] == "serving"
 
 
 def test_a_model_on_the_data_disk_is_never_downloading(progress):

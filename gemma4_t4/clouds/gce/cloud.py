@@ -58,6 +58,15 @@ class Gce(Cloud):
         Feature.NAMED_ENDPOINT: "a GCE server is reached through its stack (--stack) or a URL (--url)",
     }
     every_region_at_once = True  # three calls cover every region: nothing to choose
+    replaced_by: ClassVar[Mapping[str, tuple[tuple[str, ...], str]]] = {
+        "gcp:compute/instance:Instance": (catalog.GCE_INSTANCE_FORCE_NEW, (
+            "the VM is deleted and created again: a first boot of ~{}-{} min before it serves, and in a zone out "
+            "of T4s at that moment no VM comes back").format(
+                *(seconds // 60 for seconds in catalog.GCE_FIRST_BOOT_S))),
+        "gcp:compute/disk:Disk": (catalog.GCE_DISK_FORCE_NEW, (
+            "a new data disk: the model and the venv are downloaded again; with retainDataDisk the old disk stays in "
+            "the project (and bills) until you delete it, without it it is deleted with what it holds")),
+    }
     counterparts: ClassVar[Mapping[str, str]] = {
         "endpointTtl": "maxRunHours (GCE stops the VM) or idleStopMinutes",
         "instanceType": "machineType",

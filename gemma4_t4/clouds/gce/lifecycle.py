@@ -235,8 +235,10 @@ class GceMachine(Machine):
 
 
 NAMESPACE = "gemma4-t4"
-# The guest's phases in the order a first boot passes them (HELPERS' contract with the guest).
-PHASES = ("provision", "driver", "reboot", "vllm-install", "model-download", "loading", "serving", "failed")
+# The guest's phases in the order a first boot passes them (the contract with cloudinit/scripts/guest_attributes.py):
+# `retrying`, a failure the guest heals by trying again; `failed`, one it does not retry (a person must act).
+PHASES = ("provision", "driver", "reboot", "vllm-install", "model-download", "loading", "serving", "update",
+          "retrying", "failed")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""A serving value changed in the stack updates the VM in place; only a new machine or a new guest replaces it.
+"""A serving value, a guest setting or a release's guest files changed in the stack update the VM in place; only a
+new machine replaces it.
 
 What replaces a gcp.compute.Instance is the provider's schema (hashicorp/terraform-provider-google,
 google/services/compute/resource_compute_instance.go at e03b7622, the schema pulumi-gcp bridges):
@@ -8,7 +9,9 @@ google/services/compute/resource_compute_instance.go at e03b7622, the schema pul
 with the same text); `metadata` is not ForceNew: Update sends it with setMetadata (`if d.HasChange("metadata")`);
 `machine_type` is updated with the VM stopped (allow_stopping_for_update). The component sets no
 replaceOnChanges, so these are the only ways to a replacement: a serving change must leave every input
-but the metadata byte-identical, and in the metadata only the serving key may change.
+but the metadata byte-identical, and in the metadata only the serving key may change; a guest change (a guard, the
+swap size, the vLLM version, a release's scripts) only the user-data key, which the guest applies on the running
+VM (cloudinit/scripts/guest_bundle.py), never the startup-script.
 """
 
 from __future__ import annotations
@@ -17,11 +20,12 @@ import json
 
 import pytest
 
+from gemma4_t4 import catalog
 from gemma4_t4.components.gce import guest as render
 
 INSTANCE = "gcp:compute/instance:Instance"
 DISK = "gcp:compute/disk:Disk"
-FORCE_NEW = ("bootDisk", "guestAccelerators", "name", "networkInterfaces", "zone", "metadataStartupScript")
+FORCE_NEW = catalog.GCE_INSTANCE_FORCE_NEW
 
 
 def _canonical(value) -> str:
@@ -57,15 +61,41 @@ def test_a_serving_change_is_an_update_in_place(run_stack, change):
     assert _canonical(base.one(DISK).inputs) == _canonical(changed.one(DISK).inputs)
 
 
+@pytest.mark.parametrize("change", [("swapSizeGb=20",), ("idleStopMinutes=30",), ("idleStopMinutes=0",),
+                                    ("vllmVersion=0.33.0",)], ids=lambda change: " ".join(change))
+def test_a_guest_setting_is_an_update_in_place(run_stack, change):
+    """The guest's own settings reach the running VM in its user-data (setMetadata); the startup-script, which the
+    provider replaces the VM for, stays as it was."""
+    base, changed = run_stack("gce-t4"), run_stack("gce-t4", *change)
+    before, after = base.one(INSTANCE).inputs, changed.one(INSTANCE).inputs
+    assert _replaced_by(before, after) == []
+    assert _changed(before, after) == {"metadata"}
+    assert _changed(before["metadata"], after["metadata"]) == {"user-data"}
+    assert _canonical(base.one(DISK).inputs) == _canonical(changed.one(DISK).inputs)
+
+
+def test_a_release_that_changes_the_guests_files_is_an_update_in_place(run_stack, monkeypatch, tmp_path):
+    """A new release's scripts, units or clamp: the user-data changes, the startup-script does not."""
+    before = run_stack("gce-t4").one(INSTANCE).inputs
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    for script in render.guest_scripts():
+        (scripts / script.name).write_text(script.read_text())
+    serve = scripts / "serve.sh"
+    serve.write_text(serve.read_text() + "# a later release's line\n")
+    monkeypatch.setattr(render, "guest_scripts", lambda: sorted(scripts.iterdir(), key=lambda p: p.name))
+    after = run_stack("gce-t4").one(INSTANCE).inputs
+    assert "# a later release's line" in after["metadata"]["user-data"]
+    assert _replaced_by(before, after) == []
+    assert _changed(before["metadata"], after["metadata"]) == {"user-data"}
+
+
 @pytest.mark.parametrize("change,replaced_by", [
-    (("swapSizeGb=20",), ["metadataStartupScript"]),  # the guest's own files: cloud-init applies them once
-    (("idleStopMinutes=30",), ["metadataStartupScript"]),
-    (("vllmVersion=0.33.0",), ["metadataStartupScript"]),
     (("tensorParallelSize=2",), ["guestAccelerators"]),
     # Another region's subnet (a new one, so a new id) is the VM's network interface too.
     (("zone=us-central1-a",), ["networkInterfaces", "zone"]),
 ], ids=lambda value: " ".join(value) if isinstance(value, tuple) else None)
-def test_a_new_guest_or_machine_replaces_the_vm(run_stack, change, replaced_by):
-    """The check above fails where it should: what needs a new machine or a new first boot is ForceNew."""
+def test_a_new_machine_replaces_the_vm(run_stack, change, replaced_by):
+    """The checks above fail where they should: what needs a new machine is ForceNew."""
     before, after = run_stack("gce-t4").one(INSTANCE).inputs, run_stack("gce-t4", *change).one(INSTANCE).inputs
     assert _replaced_by(before, after) == replaced_by
