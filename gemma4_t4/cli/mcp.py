@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .output import EXIT_OK, positive_int
+from .output import EXIT_OK, EXIT_USAGE, fail, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,10 +25,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--project-dir", type=Path, help="the gemma4-t4 Pulumi project: for plan, cost, preflight, fit, "
                                                     "and where `pulumi stack output` runs (default: the working "
                                                     "directory)")
-    p.add_argument("--workdir", type=Path, default=Path("."),
+    p.add_argument("--workdir", type=Path,
                    help="the one folder the tools read and write files in (bench's out and plot_dir, "
-                        "bench_compare's reports): anything outside it, symlinks and .. resolved, is refused "
-                        "(default: the working directory the server starts in)")
+                        "bench_compare's reports): anything outside it, symlinks and .. resolved, hidden files and "
+                        "folders and Pulumi's files are refused, and a report is never written over a file; not / "
+                        "nor a folder holding your home (default: $XDG_DATA_HOME/gemma4-t4/mcp, "
+                        "~/.local/share/gemma4-t4/mcp when unset)")
     p.add_argument("--allow-url", action="append", default=[], type=_origin, metavar="ORIGIN",
                    help="also let a tool's url reach this origin, scheme://host[:port] (repeatable); "
                         "without it only loopback: 127.0.0.0/8, ::1, localhost")
@@ -50,9 +52,16 @@ def _origin(text: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from ..mcp import server  # the SDK takes half a second to import: only for this command
+    from ..mcp.workspace import default_workdir, refuse_broad_workdir
 
+    if args.workdir is None:
+        args.workdir = default_workdir()
     if not args.workdir.is_dir():
         raise FileNotFoundError(2, "no such folder (--workdir)", str(args.workdir))
+    try:
+        refuse_broad_workdir(args.workdir)
+    except ValueError as err:
+        return fail("mcp", str(err), EXIT_USAGE)
     server.serve(args.transport, args.port, project_dir=args.project_dir, workdir=args.workdir,
                  allow_urls=args.allow_url,
                  endpoint_url=args.endpoint_url, compute_endpoint=args.compute_endpoint)

@@ -7,6 +7,7 @@ A report of schema 1 has no latencies: its latency chart is left out, never draw
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -88,8 +89,15 @@ def latency(runs: list[tuple[str, dict[str, Any]]]) -> Figure:
     return fig
 
 
+RUN_CHARTS = ("throughput.png", "latency.png")
+COMPARE_CHARTS = ("compare-throughput.png", "compare-latency.png")
+
+
 def write(fig: Figure, path: Path) -> Path:
-    fig.savefig(path, dpi=110)
+    """The chart written beside PATH, then renamed over it: a PATH that is a symlink is replaced, never followed."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    fig.savefig(partial, dpi=110, format="png")
+    os.replace(partial, path)
     return path
 
 
@@ -97,9 +105,9 @@ def plot_run(report: dict[str, Any], directory: Path) -> list[Path]:
     """throughput.png and latency.png for one run; the paths written."""
     directory.mkdir(parents=True, exist_ok=True)
     runs = [(report["target"], report)]
-    written = [write(throughput(runs), directory / "throughput.png")]
+    written = [write(throughput(runs), directory / RUN_CHARTS[0])]
     if _has_latency(report):
-        written.append(write(latency(runs), directory / "latency.png"))
+        written.append(write(latency(runs), directory / RUN_CHARTS[1]))
     return written
 
 
@@ -107,7 +115,7 @@ def plot_compare(a: dict[str, Any], b: dict[str, Any], directory: Path) -> list[
     """compare-throughput.png and compare-latency.png: run A against run B."""
     directory.mkdir(parents=True, exist_ok=True)
     runs = [(f"A {a['target']}", a), (f"B {b['target']}", b)]
-    written = [write(throughput(runs), directory / "compare-throughput.png")]
+    written = [write(throughput(runs), directory / COMPARE_CHARTS[0])]
     if _has_latency(a) and _has_latency(b):
-        written.append(write(latency(runs), directory / "compare-latency.png"))
+        written.append(write(latency(runs), directory / COMPARE_CHARTS[1]))
     return written

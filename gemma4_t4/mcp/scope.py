@@ -75,12 +75,52 @@ def needs_stack(given: Mapping[str, str | None], what: str) -> OutOfScope:
 
 
 def inside(workdir: Path, given: str, what: str) -> Path:
-    """GIVEN (relative to WORKDIR, or absolute), with its symlinks and `..` resolved, if it is inside WORKDIR."""
+    """GIVEN (relative to WORKDIR, or absolute), with its symlinks and `..` resolved, if it is inside WORKDIR,
+    and neither hidden (a dotfile, or in a dot-folder: .git, .ssh, .pulumi) nor a Pulumi project or stack file."""
     root = workdir.resolve()
     path = (root / Path(given).expanduser()).resolve()
     if not path.is_relative_to(root):
         raise OutOfScope(f"{REFUSED}{what} {given} resolves to {path}, outside the working folder {root} "
                          "(start the server with --workdir to choose another)")
+    relative = path.relative_to(root)
+    pulumi_file = path.name.startswith("Pulumi.")
+    if pulumi_file or any(part.startswith(".") for part in relative.parts):
+        raise OutOfScope(f"{REFUSED}{what} {given} is {'a Pulumi file' if pulumi_file else 'hidden'} ({relative}): "
+                         "the tools read and write only their reports and charts")
+    return path
+
+
+# A report the tools read: a bench report is a few hundred KB; anything far larger is not one.
+REPORT_MAX_BYTES = 16 * 1024 * 1024
+
+
+def report_to_read(path: Path, given: str, what: str) -> Path:
+    """A bench report to read: a .json file of at most REPORT_MAX_BYTES."""
+    if path.suffix != ".json":
+        raise OutOfScope(f"{REFUSED}{what} {given}: a bench report is a .json file (bench's out)")
+    if path.is_file() and path.stat().st_size > REPORT_MAX_BYTES:
+        raise OutOfScope(f"{REFUSED}{what} {given} is {path.stat().st_size:,} bytes: a bench report is at most "
+                         f"{REPORT_MAX_BYTES:,}")
+    return path
+
+
+def new_report(path: Path, given: str, what: str) -> Path:
+    """A report to write: a .json file that does not exist yet (a tool never writes over a file)."""
+    if path.suffix != ".json":
+        raise OutOfScope(f"{REFUSED}{what} {given}: the report is written as a .json file; give a name ending in .json")
+    if path.exists() or path.is_symlink():
+        raise OutOfScope(f"{REFUSED}{what} {given} exists: the tools never write over a file; give a new name")
+    return path
+
+
+def chart_folder(path: Path, given: str, what: str, charts: Sequence[str]) -> Path:
+    """A folder to write CHARTS into: any of them already there must be a plain PNG file (a symlink would take
+    the write elsewhere), which is replaced."""
+    for name in charts:
+        chart = path / name
+        if chart.is_symlink() or (chart.exists() and not chart.is_file()):
+            raise OutOfScope(f"{REFUSED}{what} {given}: {name} there is not a plain file; the tools replace only "
+                             "their own charts")
     return path
 
 

@@ -5,6 +5,7 @@ anything is contacted."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,6 +24,26 @@ T = TypeVar("T")
 Where = tuple[str | None, str | None, str | None, str | None]
 
 
+def default_workdir() -> Path:
+    """The tools' own folder when the server is given none: desktop MCP clients start servers in `/` or the home
+    folder, where "the working directory" would be the whole disk. $XDG_DATA_HOME/gemma4-t4/mcp (the XDG Base
+    Directory specification's user data folder; ~/.local/share when unset), made if missing."""
+    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    folder = Path(data) / "gemma4-t4" / "mcp"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def refuse_broad_workdir(workdir: Path) -> None:
+    """A working folder that holds the user's whole home (or the whole disk) is no scope: ValueError with why."""
+    root, home = workdir.resolve(), Path.home().resolve()
+    whole_disk = root == Path(root.anchor)
+    if whole_disk or home.is_relative_to(root):
+        raise ValueError(f"--workdir {workdir} is {root}, which holds {'the whole disk' if whole_disk else 'your home'}"
+                         ": give the tools a folder of their own (the default is "
+                         f"{os.environ.get('XDG_DATA_HOME') or '~/.local/share'}/gemma4-t4/mcp)")
+
+
 class Workspace:
     """The server's scope, and the targets, VMs and paths a tool call resolves inside it."""
 
@@ -30,7 +51,7 @@ class Workspace:
                  allow_urls: Sequence[str] = (), endpoint_url: str | None = None,
                  compute_endpoint: str | None = None):
         self.project_dir = project_dir
-        self.workdir = (workdir or Path.cwd()).resolve()
+        self.workdir = (workdir or default_workdir()).resolve()
         self.urls = scope.Urls(tuple(allow_urls))
         self.endpoint_url = endpoint_url  # a stand-in for the cloud's serving API (clouds.stack_target)
         self.compute_endpoint = compute_endpoint
@@ -75,5 +96,21 @@ class Workspace:
     def path(self, given: str, what: str) -> Path:
         try:
             return scope.inside(self.workdir, given, what)
+        except scope.OutOfScope as err:
+            raise ToolError(str(err)) from None
+
+    def report_to_read(self, given: str, what: str) -> Path:
+        return self._checked(given, what, scope.report_to_read)
+
+    def new_report(self, given: str, what: str) -> Path:
+        return self._checked(given, what, scope.new_report)
+
+    def chart_folder(self, given: str, what: str, charts: Sequence[str]) -> Path:
+        return self._checked(given, what, lambda path, given, what: scope.chart_folder(path, given, what, charts))
+
+    def _checked(self, given: str, what: str, check: Callable[[Path, str, str], Path]) -> Path:
+        path = self.path(given, what)
+        try:
+            return check(path, given, what)
         except scope.OutOfScope as err:
             raise ToolError(str(err)) from None

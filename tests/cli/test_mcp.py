@@ -443,6 +443,70 @@ def test_files_outside_the_working_folder_are_refused_before_anything_runs(tmp_p
     assert refused["charts"].message.startswith("refused: plot_dir /tmp resolves to /tmp, outside")
 
 
+def test_a_report_never_lands_on_a_file_a_key_or_a_stack_and_reads_only_reports(tmp_path):
+    """The security review's probe: `out` pointed at an authorized_keys file replaced it with the report, and
+    bench_compare read /etc/passwd. Inside the working folder too, nothing but a new .json report is written, the
+    chart names are never a link elsewhere, hidden folders (.ssh, .git) and Pulumi's files are out of reach, and
+    only .json reports are read. Nothing is contacted, nothing changes."""
+    work = tmp_path / "work"
+    (work / ".ssh").mkdir(parents=True)
+    (work / ".git").mkdir()
+    (work / "plots").mkdir()
+    keys, stack_file, report = work / ".ssh" / "authorized_keys", work / "Pulumi.gce-t4.yaml", work / "old.json"
+    for path, text in ((keys, "ssh-ed25519 AAAA the user's key\n"), (stack_file, "config: {}\n"),
+                       (report, "{}"), (work / "notes.txt", "mine"), (work / ".git" / "run.json", "{}")):
+        path.write_text(text)
+    (work / "plots" / "throughput.png").symlink_to(keys)
+    before = {path: path.read_bytes() for path in work.rglob("*") if path.is_file()}
+    server = Listener()
+    try:
+        async def main():
+            async with session("--workdir", str(work)) as client:
+                bench = dict(url=server.url, short=1, long=2, repeats=1, concurrency=[1], questions=0)
+                return {
+                    "keys": await call(client, "bench", **bench, out=".ssh/authorized_keys"),
+                    "not json": await call(client, "bench", **bench, out="notes.txt"),
+                    "exists": await call(client, "bench", **bench, out="old.json"),
+                    "stack file": await call(client, "bench", **bench, out="Pulumi.gce-t4.json"),
+                    "chart link": await call(client, "bench", **bench, plot_dir="plots"),
+                    "read text": await call(client, "bench_compare", a="notes.txt", b="old.json"),
+                    "read hidden": await call(client, "bench_compare", a=".git/run.json", b="old.json"),
+                }
+
+        refused = anyio.run(main)
+    finally:
+        server.close()
+    assert server.connections == 0, "a refused bench contacted its server"
+    assert {path: path.read_bytes() for path in work.rglob("*") if path.is_file()} == before, "a file changed"
+    messages = {name: outcome.message for name, outcome in refused.items()}
+    assert messages["keys"] == ("refused: out .ssh/authorized_keys is hidden (.ssh/authorized_keys): the tools read "
+                                "and write only their reports and charts"), messages
+    assert messages["not json"].startswith("refused: out notes.txt: the report is written as a .json file")
+    assert messages["exists"] == "refused: out old.json exists: the tools never write over a file; give a new name"
+    assert messages["stack file"].startswith("refused: out Pulumi.gce-t4.json is a Pulumi file")
+    assert messages["chart link"].startswith("refused: plot_dir plots: throughput.png there is not a plain file")
+    assert messages["read text"].startswith("refused: a notes.txt: a bench report is a .json file")
+    assert messages["read hidden"].startswith("refused: a .git/run.json is hidden")
+
+
+def test_a_working_folder_that_holds_the_whole_disk_or_home_is_refused_and_the_default_is_its_own(tmp_path):
+    for broad, holds in (("/", "the whole disk"), (str(REPO / ".cache"), "your home")):
+        result = cli("mcp", "--workdir", broad)
+        assert result.returncode == 2 and f"which holds {holds}: give the tools a folder of their own" in result.stderr
+    data = tmp_path / "data"
+    params = StdioServerParameters(command=sys.executable, args=["-m", "gemma4_t4", "mcp"], cwd="/",
+                                   env=_env({"XDG_DATA_HOME": str(data)}))
+
+    async def main():
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            await client.initialize()
+            return await call(client, "bench_compare", a="/etc/passwd", b="b.json")
+
+    outcome = anyio.run(main)
+    assert outcome.message.startswith(f"refused: a /etc/passwd resolves to /etc/passwd, outside the working folder "
+                                      f"{(data / 'gemma4-t4' / 'mcp').resolve()}"), "started in /: not the whole disk"
+
+
 def test_status_and_query_of_the_stacks_sagemaker_endpoint_through_the_stand_in(vllm_server, fake_pulumi):
     standin = StandIn(vllm_server, "gemma4-t4-endpoint", {"SM_VLLM_SERVED_MODEL_NAME": SERVED,
                                                           "SM_VLLM_MAX_MODEL_LEN": "256"})
