@@ -21,10 +21,41 @@ How a failed invoke reaches the Python program (every hop cited):
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+
+def engine_error(token: str, error: str) -> str:
+    """A provider's invoke error as the engine hands it to the program (the module's hop 2)."""
+    return f"invocation of {token} returned an error: {error}"
+
 
 def engine_failure(token: str, message: str) -> str:
-    """The details of a failed invoke as the engine hands them to the program (the module's hops 1 and 2)."""
-    return f"invocation of {token} returned an error: invoking {token}: 1 error occurred:\n\t* {message}\n\n"
+    """The details of a failed invoke of a bridged provider as the engine hands them to the program (the module's
+    hops 1 and 2)."""
+    return engine_error(token, f"invoking {token}: 1 error occurred:\n\t* {message}\n\n")
+
+
+# pulumi-command's local run (1.2.1): the command runs on every preview and `up` that reaches it.
+RUN = "command:local:run"
+
+
+def run_answer(args: dict[str, Any], stdout: str, stderr: str) -> dict[str, Any]:
+    """What pulumi-command answers for a local run that exited 0: its inputs, with the command's stdout and stderr,
+    each without its last newline (pulumi/pulumi-command v1.2.1 provider/pkg/provider/local/runController.go,
+    Run.Invoke: RunOutputs{RunInputs: input} and run's BaseOutputs; commandOutputs.go, run:
+    strings.TrimSuffix(stdoutbuf.String(), "\n"))."""
+    return {**args, "stdout": stdout.removesuffix("\n"), "stderr": stderr.removesuffix("\n")}
+
+
+def run_failure(command: str, status: int, output: str) -> str:
+    """The details of a local run that exited STATUS, as the engine hands them to the program. pulumi-command
+    v1.2.1 (commandOutputs.go, run) returns `fmt.Errorf("%w: running %q:\n%s", err, command, stdouterrbuf)`: os/exec's
+    ExitError ("exit status N"), the command Go-quoted, then stdout and stderr as the command wrote them; the
+    invoke returns that error as it is (pulumi-go-provider v1.3.0 infer/function.go and provider.go, Invoke), and
+    the engine wraps it (hop 2)."""
+    # Go's %q (strconv.Quote) writes a printable string as JSON does: quotes, with \" and \\ escaped.
+    return engine_error(RUN, f"exit status {status}: running {json.dumps(command, ensure_ascii=False)}:\n{output}")
 
 
 def provider_message(error: BaseException) -> str:

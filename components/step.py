@@ -1,6 +1,7 @@
-"""The components' local steps (pulumi-command's local.Command running one of this package's modules: the account
-check, the image build, the endpoint watch, the TTL check): the `create` that runs a step's module, the request
-it hands the step in its environment (StepRequest), and the runner of the step's main (run_step).
+"""The components' local steps (pulumi-command's local.Command, or its local run invoke, running one of this package's
+modules: the account check, the image build, the endpoint watch, the endpoint's creation time, the TTL check): the
+`create` that runs a step's module, the request it hands the step in its environment (StepRequest), and the runner
+of the step's main (run_step).
 
 pulumi-command records `create` (and `environment`) in the stack's state, and a change to either runs the step
 again. So neither may hold anything of one machine: `create` names the interpreter by its path relative to the

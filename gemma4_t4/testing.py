@@ -26,7 +26,7 @@ from .clouds import standins
 from .clouds.gce.standins import GceWorld
 from .clouds.sagemaker.standins import AwsWorld, default_provider_region, region_answer, region_unset
 from .components.gce.provider_answers import GET_DISK
-from .components.sagemaker.provider_answers import GET_REGION, GET_REPOSITORY
+from .components.sagemaker.provider_answers import GET_REGION, GET_REPOSITORY, RUN
 from .core.plan import Invoke, ProviderInvokeError, mock_state
 
 
@@ -43,7 +43,7 @@ class ProviderMocks(pulumi.runtime.Mocks):
         self.providers: dict[str, dict[str, Any]] = {}  # explicit providers' inputs, by resource name
 
     def mock_invokes(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
-        return {GET_DISK: self.gce.get_disk, GET_REPOSITORY: self.aws.get_repository}
+        return {GET_DISK: self.gce.get_disk, GET_REPOSITORY: self.aws.get_repository, RUN: self.aws.run_local_command}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
         inputs = dict(args.inputs)

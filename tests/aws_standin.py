@@ -14,22 +14,35 @@ here, in its own process, on its backends:
 - EventBridge Scheduler: moto stores schedules but never fires them; `fire_schedule` does what
   the service does at the schedule's time for a universal target: the target's SDK call with the
   schedule's role (its inline policy must allow it), the retry policy, then the dead-letter queue.
+- The component's local run (pulumi-command's `command:local:run` invoke): `MotoWorld` answers it by running the
+  step's main in this process against this server, as the provider runs the command (`set_endpoint_created`
+  dates an endpoint's CreationTime, which moto sets to the moment of the create).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import importlib
+import io
 import json
+import os
 import re
 import threading
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
+from unittest import mock
 
 import boto3
 from botocore.exceptions import ClientError
 from moto.server import ThreadedMotoServer
+
+from gemma4_t4.clouds.sagemaker.standins import AwsWorld
+from gemma4_t4.components import provider_answers as answers
+from gemma4_t4.core.plan import ProviderInvokeError
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-2"
@@ -256,6 +269,52 @@ def enforce_endpoint_quota(monkeypatch, limits: dict[str, int]) -> None:
 
 def set_endpoint_status(name: str, status: str) -> None:
     _backend("sagemaker").endpoints[name].endpoint_status = status
+
+
+def set_endpoint_created(name: str, when: datetime) -> None:
+    """The endpoint's CreationTime, as if CreateEndpoint had been called at WHEN."""
+    _backend("sagemaker").endpoints[name].creation_time = when
+
+
+# --- pulumi-command's local run -----------------------------------------------------------------------------
+
+
+class _Both(io.StringIO):
+    """One of the command's streams, also written to BOTH as it comes (the provider's stdout-and-stderr buffer)."""
+
+    def __init__(self, both: io.StringIO) -> None:
+        super().__init__()
+        self.both = both
+
+    def write(self, text: str) -> int:
+        self.both.write(text)
+        return super().write(text)
+
+
+@dataclass
+class MotoWorld(AwsWorld):
+    """The offline plan's AWS world with the local run answered as pulumi-command answers it: the command (one of
+    the component's steps, `python -m MODULE`) run, its main here in this process, with the environment the
+    provider gives it (this process's, moto's, then the invoke's own) and this server as AWS."""
+
+    aws: MotoAws | None = None
+
+    def run_local_command(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        assert self.aws is not None, "MotoWorld(aws=moto)"
+        command = str(args["command"])
+        module = re.fullmatch(r".* -m ([\w.]+)", command)
+        assert module, f"not a step's command: {command}"
+        env = {**os.environ, **self.aws.env(), **(args.get("environment") or {})}
+        both = io.StringIO()
+        stdout, stderr = _Both(both), _Both(both)
+        with mock.patch.dict(os.environ, env, clear=True), redirect_stdout(stdout), redirect_stderr(stderr):
+            status = importlib.import_module(module.group(1)).main(env)
+        if status != 0:
+            # source: pulumi-command v1.2.1 commandOutputs.go `run` (the command's error, with its stdout and stderr
+            # as written), through pulumi-go-provider and the engine (answers.run_failure); the text is the step's.
+            raise ProviderInvokeError(answers.run_failure(command, status, both.getvalue()))
+        # source: pulumi-command v1.2.1 runController.go Run.Invoke (answers.run_answer); the text is the step's.
+        return answers.run_answer(dict(args), stdout.getvalue(), stderr.getvalue())
 
 
 def allows(policy: dict[str, Any], action: str, resource: str) -> bool:

@@ -25,8 +25,9 @@ from pydantic.alias_generators import to_camel
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set, Unset
 
-# endpointTtl is counted from when the endpoint is in service, so it can never be already past when
-# the schedule is made; this minimum leaves time to use the endpoint once it is up.
+# endpointTtl is counted from the endpoint's creation (SageMaker's CreationTime), the ~13 minutes of creating
+# ([sagemaker-t4-article]) included; this minimum leaves a little time in service after a create of that length. A
+# TTL shorter than the create passes during the `up` that made the endpoint, which then deletes it (ttl_passed).
 MIN_TTL = timedelta(minutes=15)
 # Past a year a TTL guards no cost (and the date it gives must stay a date).
 MAX_TTL = timedelta(days=365)
@@ -233,12 +234,12 @@ def _default_from_tensor_parallel(data: Any, key: str, name: str, pick: Any) -> 
 
 
 def parse_ttl(raw: str) -> timedelta | None:
-    """gemma4-t4:endpointTtl: how long the endpoint may stay up, counted from when it is in
-    service: "8h", "90m", "1d12h"; "off" (or "" or "0", the older spellings) for none."""
+    """gemma4-t4:endpointTtl: how long the endpoint may stay up, counted from its creation: "8h", "90m",
+    "1d12h"; "off" (or "" or "0", the older spellings) for none."""
     raw = raw.strip()
     if raw.lower() in TTL_OFF:
         return None
-    fix = (Set("endpointTtl", "8h"), " (counted from when the endpoint is in service; off for none)")
+    fix = (Set("endpointTtl", "8h"), " (counted from the endpoint's creation; off for none)")
     match = TTL_PATTERN.fullmatch(raw)
     if not match or not any(match.groupdict().values()):
         try:
@@ -246,7 +247,7 @@ def parse_ttl(raw: str) -> timedelta | None:
         except ValueError:
             raise ConfigError("endpointTtl", f"{raw!r} is not a duration like 8h, 90m or 1d12h", fix) from None
         raise ConfigError("endpointTtl", f"{raw!r} is a point in time; endpointTtl is a duration counted from "
-                          "when the endpoint is in service, so it can never be in the past", fix)
+                          "the endpoint's creation, whenever that is", fix)
     days, hours, minutes = (int(match.group(k) or 0) for k in "dhm")
     if days * 1440 + hours * 60 + minutes > MAX_TTL.days * 1440:
         raise ConfigError("endpointTtl", f"{raw} is more than {MAX_TTL.days} days: a TTL that far away guards no "

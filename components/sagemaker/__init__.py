@@ -8,7 +8,7 @@
 - container.py: the serving settings as the AWS vLLM container's SM_VLLM_* variables;
 - quotas.py: the endpoint and CodeBuild quotas, shared by the account check and the operator's preflight;
 - provider_answers.py: what the AWS provider's getRepository and getRegion answer, with their sources;
-- steps/: the local steps `pulumi up` runs (account check, image build, endpoint watch, TTL check).
+- steps/: the local steps `pulumi up` runs (account check, image build, endpoint watch, creation time, TTL check).
 
 Names load on first use: a step run by `pulumi up` (python -m ...steps.build) imports this package without the
 Pulumi SDKs the component needs.

@@ -62,17 +62,16 @@ from .container import container_environment
 from .iam import account_of, sagemaker_trust, scheduler_trust, service_role
 from .image import TuringImage, image_tag, kept_repository_name, refuse_unkeeping, step_environment
 from .settings import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region
-from .steps import account_check, endpoint_watch, ttl_passed
+from .steps import account_check, created_at, endpoint_watch, ttl_passed
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:aws:SageMakerT4Endpoint"
 
 # Scheduler's universal target, in the aws partition (a region of another is refused at preview).
 DELETE_ENDPOINT_TARGET = f"arn:{catalog.AWS_PARTITION}:scheduler:::aws-sdk:sagemaker:deleteEndpoint"
-# Printed once, right after the endpoint is in service (the Endpoint resource waits for that), and
-# kept in the state: the TTL's clock. A new endpoint starts a new clock. Printed also just before
-# CreateEndpoint is called: the backstop's clock, so that an `up` stopped during the endpoint's wait
-# (Ctrl-C, a crash) still leaves a schedule that deletes the endpoint.
+# Printed just before CreateEndpoint is called and kept in the state: the backstop's clock, so that an `up` stopped
+# during the endpoint's wait (Ctrl-C, a crash) still leaves a schedule that deletes the endpoint. (The TTL's own
+# clock is the endpoint's CreationTime, read on every run of the program: steps/created_at.py.)
 CLOCK = "date -u +%Y-%m-%dT%H:%M:%SZ"
 # EventBridge Scheduler's most: 185 retries over 24 h. A delete refused while the endpoint is
 # Updating is tried again; what still fails lands in the dead-letter queue (kept 14 days).
@@ -142,8 +141,9 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     buildah found; docker, podman or buildah to choose), for an account CodeBuild refuses ("Cannot have more than 0
     builds in queue"): the same image into the same repository under the same tag."""
     endpoint_ttl: str
-    """Cost guard: how long the endpoint may stay up once in service (8h, 90m, 1d12h; default 24h: a forgotten
-    endpoint bills at most a day); EventBridge Scheduler then deletes it. off: never deleted."""
+    """Cost guard: how long the endpoint may stay up, counted from its creation, the ~13 minutes of creating
+    included (8h, 90m, 1d12h; default 24h: a forgotten endpoint bills at most a day); EventBridge Scheduler then
+    deletes it. off: never deleted."""
     log_retention_days: int
     """Days CloudWatch keeps the endpoint's logs (/aws/sagemaker/Endpoints/NAME, which destroy deletes): one of
     CloudWatch's retentions (1, 3, 5, 7, 14, 30, 60, 90, ... 3653)."""
@@ -164,12 +164,14 @@ def fallback_instance_types(instance_type: str) -> list[str]:
 
 
 def clock_time(printed: str | None, step: str) -> datetime:
-    """The UTC time the clock step STEP printed (CLOCK: YYYY-MM-DDTHH:MM:SSZ, what `date -u` always prints);
-    anything else is a mock's answer, refused with the mocks that answer as `date` does."""
+    """The UTC time the clock step STEP printed (YYYY-MM-DDTHH:MM:SSZ, what `date -u` with CLOCK's format and
+    steps/created_at.py always print); anything else is a mock's answer, refused with the mocks that answer as the
+    steps do."""
     try:
         return datetime.fromisoformat(str(printed).strip().replace("Z", "+00:00"))
     except ValueError:
-        raise NotAProviderAnswer(f"the clock step {step} printed {printed!r}, which `{CLOCK}` never prints") from None
+        raise NotAProviderAnswer(f"the clock step {step} printed {printed!r}, never a UTC time "
+                                 "YYYY-MM-DDTHH:MM:SSZ as it always does") from None
 
 
 def one_time_expression(at: str, after: timedelta, step: str = "clock") -> str:
@@ -498,8 +500,8 @@ class SageMakerT4Endpoint(T4ServingComponent):
             self._delete_after(name, ttl, endpoint, ttl_parts, region, aws_environment)
             if ttl is not None and ttl_parts is not None else (None, None))
         guards = [cost_guard("endpointTtl", settings.endpoint_ttl.strip() if ttl is not None else None,
-                             f"EventBridge Scheduler deletes the endpoint {settings.endpoint_ttl.strip()} after it is "
-                             "in service", "nothing deletes the endpoint: it bills until `pulumi destroy`",
+                             f"EventBridge Scheduler deletes the endpoint {settings.endpoint_ttl.strip()} after its "
+                             "creation", "nothing deletes the endpoint: it bills until `pulumi destroy`",
                              cost_per_hour_usd(settings, settings.instances_max))]
         warn_guards_off(guards, self)
         self.cost_guards = pulumi.Output.from_input(guards)
@@ -625,7 +627,12 @@ class SageMakerT4Endpoint(T4ServingComponent):
         may delete only this endpoint (by its name, known from the configuration's), and the backstop schedule,
         from a clock read just before the create: that clock plus the longest the provider waits for InService,
         the TTL and the backstop's hour. An `up` stopped during the endpoint's wait (Ctrl-C, a crash, a lost
-        laptop) leaves this schedule behind, and it deletes the endpoint."""
+        laptop) leaves this schedule behind, and it deletes the endpoint.
+
+        Its clock is read once per endpoint name (the clock's trigger), so the backstop is armed when a configuration
+        first gets its endpoint. A later endpoint under the same name (after the TTL deleted the first: `pulumi
+        refresh`, `pulumi up`) cannot be seen before it exists and gets no new backstop; its first schedule is
+        re-armed from its own CreationTime on every `up` (_delete_after)."""
         child = pulumi.ResourceOptions(parent=self)
         dead_letters = aws.sqs.Queue(f"{name}-ttl-dlq", message_retention_seconds=DLQ_RETENTION_S,
                                      sqs_managed_sse_enabled=True, tags=tags, opts=child)
@@ -665,21 +672,30 @@ class SageMakerT4Endpoint(T4ServingComponent):
     def _delete_after(self, name: str, ttl: timedelta, endpoint: aws.sagemaker.Endpoint, parts: TtlParts,
                       region: str, environment: pulumi.Output[dict[str, str]]
                       ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
-        """EventBridge Scheduler deletes the endpoint ``ttl`` after it is in service, with the role that
-        can do only that, retries, and the dead-letter queue for a delete that kept failing: the deadline the
-        backstop (made before the create) gave is tightened to the moment the endpoint was in service.
+        """EventBridge Scheduler deletes the endpoint ``ttl`` after its creation (SageMaker's CreationTime: the
+        ~13 minutes of creating count), with the role that can do only that, retries, and the dead-letter queue for
+        a delete that kept failing: the deadline the backstop (made before the create) gave is tightened to it.
 
-        The deadline comes from a clock read once when the endpoint is up, so it never depends on
-        when `pulumi up` runs: after it fired, `pulumi up` still plans and changes nothing (the
-        state still lists the endpoint); `pulumi refresh` drops the deleted endpoint, after which
-        `pulumi destroy` removes the rest, or `pulumi up` creates a new endpoint with a new clock.
-        A deadline that moves into the past (a lowered endpointTtl) deletes the endpoint during that `up`
-        (steps/ttl_passed.py): whether Scheduler ever fires a one-time schedule set in the past is
-        not documented."""
-        clock = command.local.Command(f"{name}-in-service-at", create=CLOCK, triggers=[endpoint.id],
-                                      opts=pulumi.ResourceOptions(parent=self, depends_on=[endpoint]))
-        deletes_at = clock.stdout.apply(lambda up: (clock_time(up, f"{name}-in-service-at") + ttl)
-                                        .strftime("%Y-%m-%dT%H:%M:%SZ"))
+        The deadline is the endpoint's own: its CreationTime, read on every `pulumi up` and preview once the
+        endpoint exists (steps/created_at.py, a local run invoke). State cannot hold it: after the TTL fired,
+        `pulumi refresh` drops the endpoint and `pulumi up` creates a new one under the same name, and an endpoint
+        adopted after a Ctrl-C (`pulumi refresh --import-pending-creates`) was created long before the `up` that
+        records it; either gets the deadline its own creation gives. After the TTL fired, an `up` without a refresh
+        stops at that step with the line that says to refresh (the state still lists the endpoint SageMaker no
+        longer has); `pulumi destroy` needs none. A deadline that moves into the past (a lowered endpointTtl)
+        deletes the endpoint during that `up` (steps/ttl_passed.py): whether Scheduler ever fires a one-time
+        schedule set in the past is not documented."""
+        # The request waits for the endpoint's ARN: until the endpoint exists in this deployment (a preview of its
+        # creation), the invoke's input is unknown and so is its answer (pulumi/runtime/invoke.py), never an error.
+        request = pulumi.Output.all(endpoint.name, endpoint.arn).apply(
+            lambda found: created_at.CreatedAtRequest(endpoint_name=found[0]))
+        # It runs on every preview and `up`: only its stderr (a failure's line) is logged, not the time it prints.
+        created = command.local.run_output(command=created_at.command(),
+                                           environment=step_environment(environment, region, request),
+                                           logging=command.local.Logging.STDERR,
+                                           opts=pulumi.InvokeOutputOptions(parent=self))
+        deletes_at = created.stdout.apply(lambda at: (clock_time(at, created_at.MODULE) + ttl)
+                                          .strftime(created_at.TIME_FORMAT))
         passed = command.local.Command(
             f"{name}-ttl-passed", create=ttl_passed.command(),
             environment=step_environment(environment, region, pulumi.Output.all(endpoint.name, deletes_at).apply(

@@ -1,14 +1,23 @@
 """What the AWS provider's getRepository and getRegion answer, word for word, with where each text comes from (how
-a failed invoke reaches the program: components/provider_answers.py, whose shared texts this module also offers)."""
+a failed invoke reaches the program: components/provider_answers.py, whose shared texts this module also offers,
+pulumi-command's local run among them)."""
 
 from __future__ import annotations
 
 import re
 
-from ..provider_answers import END_OF_ANSWER, USE_PROVIDER_MOCKS, engine_failure, provider_message
+from ..provider_answers import (
+    END_OF_ANSWER,
+    RUN,
+    USE_PROVIDER_MOCKS,
+    engine_failure,
+    provider_message,
+    run_answer,
+    run_failure,
+)
 
-__all__ = ["GET_REGION", "GET_REPOSITORY", "USE_PROVIDER_MOCKS", "engine_failure", "is_repository_not_found",
-           "provider_message", "repository_access_denied", "repository_not_found"]
+__all__ = ["GET_REGION", "GET_REPOSITORY", "RUN", "USE_PROVIDER_MOCKS", "engine_failure", "is_repository_not_found",
+           "provider_message", "repository_access_denied", "repository_not_found", "run_answer", "run_failure"]
 
 GET_REPOSITORY = "aws:ecr/getRepository:getRepository"
 GET_REGION = "aws:index/getRegion:getRegion"

@@ -36,7 +36,7 @@ DEFAULT_IDLE_STOP_MINUTES = 60
 # it busy, a guest whose idle stop cannot run). A forgotten VM costs at most a day.
 DEFAULT_MAX_RUN_HOURS = 24
 # endpointTtl's default: an endpoint has no idle stop (it can only be deleted, and `pulumi up` makes it again
-# in ~13 min, [sagemaker-t4-article]), so a day after it is in service it is deleted.
+# in ~13 min, [sagemaker-t4-article]), so a day after its creation it is deleted.
 DEFAULT_ENDPOINT_TTL = "24h"
 # What turns each guard off (the spellings the keys already had, and "off" for the TTL).
 OFF = {"idleStopMinutes": "0", "maxRunHours": "0", "endpointTtl": "off"}

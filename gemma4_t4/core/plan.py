@@ -200,7 +200,8 @@ class Plan:
 
 
 # What a local command prints, as the mocks answer it: a clock (`date ...`) the time, the image
-# build step a digest.
+# build step a digest. MOCK_NOW is the mocks' now: also when a resource the plan creates was created,
+# as a cloud's stand-ins answer a step that reads it.
 MOCK_NOW = "2030-01-01T00:00:00Z"
 MOCK_DIGEST = "sha256:" + "0" * 64
 

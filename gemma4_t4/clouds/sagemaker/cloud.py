@@ -165,8 +165,9 @@ class SageMaker(Cloud):
         from .standins import AwsWorld as World
         from .standins import default_provider_region
 
-        return {answers.GET_REPOSITORY: (world or World()).get_repository,
-                answers.GET_REGION: default_provider_region}
+        world = world or World()
+        return {answers.GET_REPOSITORY: world.get_repository, answers.GET_REGION: default_provider_region,
+                answers.RUN: world.run_local_command}
 
     def mock_states(self) -> dict[str, StateStandIn]:
         from .standins import aws_state

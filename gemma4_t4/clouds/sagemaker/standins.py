@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...components.sagemaker import provider_answers as answers
-from ...core.plan import ProviderInvokeError, physical_name
+from ...core.plan import MOCK_NOW, ProviderInvokeError, physical_name
 
 MOCK_ACCOUNT = "123456789012"
 
@@ -41,11 +41,15 @@ def aws_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tu
 
 @dataclass
 class AwsWorld:
-    """What exists in the AWS account before the program runs, as the provider's invokes read it.
-    repositories: the ECR repositories by name; denied: the deploying account may not describe them."""
+    """What exists in the AWS account, as the provider's invokes read it. repositories: the ECR repositories by
+    name (before the program runs); denied: the deploying account may not describe them; endpoints: the SageMaker
+    endpoints by name with their CreationTime (YYYY-MM-DDTHH:MM:SSZ), what the component's creation-time step
+    reads once its endpoint exists; None: every endpoint it asks about exists, created at core.plan.MOCK_NOW (the
+    mocks' clock: the endpoint this `up` creates), so the plan shows a deadline."""
 
     repositories: set[str] = field(default_factory=set)
     denied: bool = False
+    endpoints: Mapping[str, str] | None = None
 
     def get_repository(self, args: Mapping[str, Any]) -> dict[str, Any]:
         name = args["name"]
@@ -65,6 +69,26 @@ class AwsWorld:
                 "arn": f"arn:aws:ecr:{MOCK_REGION}:{MOCK_ACCOUNT}:repository/{name}",
                 "repositoryUrl": f"{MOCK_ACCOUNT}.dkr.ecr.{MOCK_REGION}.amazonaws.com/{name}",
                 "imageTagMutability": "IMMUTABLE", "mostRecentImageTags": [], "tags": {"app": "gemma4-t4"}}
+
+    def run_local_command(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """pulumi-command's local run (the component runs one command with it: the creation-time step), answered
+        with what the step prints for this world."""
+        from ...components.sagemaker.steps import created_at
+
+        command = str(args["command"])
+        if not command.endswith(f" -m {created_at.MODULE}"):
+            raise NotImplementedError(f"{answers.RUN} of {command!r}: the component runs no such command")
+        name = created_at.CreatedAtRequest.from_env(args.get("environment") or {}).endpoint_name
+        created = MOCK_NOW if self.endpoints is None else self.endpoints.get(name)
+        if created is None:
+            # source: components/sagemaker/steps/created_at.py (its line for SageMaker's ValidationException
+            # 'Could not find endpoint "ARN".', aws/amazon-sagemaker-examples#2402, on stderr as say_as writes it,
+            # exit status 1: components/step.py run_step), as pulumi-command's run fails with it (answers.run_failure).
+            raise ProviderInvokeError(answers.run_failure(command, 1, f"{created_at.STEP}: {created_at.gone(name)}\n"))
+        # source: the step prints DescribeEndpoint's CreationTime alone (SageMaker API reference, DescribeEndpoint:
+        # CreationTime, "A timestamp that shows when the endpoint was created"), pulumi-command answers it as
+        # answers.run_answer does (runController.go, Run.Invoke).
+        return answers.run_answer(dict(args), f"{created}\n", "")
 
 
 def region_answer(region: str) -> dict[str, Any]:

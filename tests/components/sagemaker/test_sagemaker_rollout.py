@@ -135,9 +135,10 @@ def test_the_backstop_exists_before_create_endpoint_and_needs_nothing_of_the_end
     at = datetime.fromisoformat(MOCK_NOW.replace("Z", "+00:00"))
     latest_in_service = at + timedelta(seconds=catalog.SAGEMAKER_ENDPOINT_CREATE_TIMEOUT_S)
     assert backstop.inputs["scheduleExpression"] == f"at({(latest_in_service + timedelta(hours=9)):%Y-%m-%dT%H:%M:%S})"
-    # The tight schedule is made once the endpoint is in service: its clock waits for the endpoint.
-    assert urn(plan, ENDPOINT, "gemma4-t4-endpoint") in plan.one(COMMAND, "gemma4-t4-in-service-at").options[
+    # The tight schedule is made once the endpoint exists: its deadline is the endpoint's CreationTime plus the TTL.
+    assert urn(plan, ENDPOINT, "gemma4-t4-endpoint") in plan.one(COMMAND, "gemma4-t4-ttl-passed").options[
         "dependsOn"]
+    assert urn(plan, COMMAND, "gemma4-t4-ttl-passed") in first.options["dependsOn"]
     policy = json.loads(plan.one("aws:iam/rolePolicy:RolePolicy", "gemma4-t4-ttl-policy").inputs["policy"])
     assert {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint",
             "Resource": f"arn:aws:sagemaker:us-east-2:123456789012:endpoint/{endpoint.inputs['name']}"} in policy["Statement"]

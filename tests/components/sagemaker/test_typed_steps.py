@@ -9,7 +9,14 @@ import json
 
 import pytest
 
-from gemma4_t4.components.sagemaker.steps import account_check, build, endpoint_watch, local_build, ttl_passed
+from gemma4_t4.components.sagemaker.steps import (
+    account_check,
+    build,
+    created_at,
+    endpoint_watch,
+    local_build,
+    ttl_passed,
+)
 from gemma4_t4.components.step import StepFailed, run_step
 
 REQUESTS = [
@@ -21,6 +28,7 @@ REQUESTS = [
                                   base_image="img", base_digest_pin="sha256:00", builder="buildah"),
     endpoint_watch.WatchRequest(config_name="cfg", name_prefix="dev-endpoint-", fallbacks=("ml.g4dn.2xlarge",),
                                 log_retention_days=30),
+    created_at.CreatedAtRequest(endpoint_name="dev-endpoint-0123abcd"),
     ttl_passed.TtlRequest(endpoint_name="dev-endpoint-0123abcd", deletes_at="2026-12-05T10:00:00Z"),
 ]
 
@@ -57,3 +65,17 @@ def test_a_step_that_fails_says_one_line_and_exits_1(capsys):
     env = {ttl_passed.REQUEST_ENV: REQUESTS[-1].encode()}
     assert run_step(ttl_passed.TtlRequest, fails, said.append, env) == 1
     assert said == ["the build did not start: no permission"]
+
+
+def test_the_creation_time_step_says_in_one_line_that_aws_could_not_be_asked(monkeypatch, capsys):
+    """Nothing on stdout (what the component reads as the time), one line on stderr, exit 1 (the `up` stops)."""
+    for key, value in {"AWS_ENDPOINT_URL": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x",
+                       "AWS_MAX_ATTEMPTS": "1", "AWS_CONFIG_FILE": "/dev/null",
+                       "AWS_SHARED_CREDENTIALS_FILE": "/dev/null"}.items():
+        monkeypatch.setenv(key, value)
+    env = {"AWS_REGION": "us-east-2", created_at.REQUEST_ENV: created_at.CreatedAtRequest(endpoint_name="e").encode()}
+    assert created_at.main(env) == 1
+    said = capsys.readouterr()
+    assert said.out == "" and said.err.count("\n") == 1
+    assert said.err.startswith("created-at: AWS could not be asked for the endpoint e's creation time, from which its "
+                               "TTL counts: Could not connect to the endpoint URL")
