@@ -28,22 +28,38 @@ CFG
 # Before the package is installed: its generator then never enables cloud-init's boot units.
 touch /etc/cloud/cloud-init.disabled
 
-# Nothing runs this script again before the next boot: a passing fault (the archive, or apt's
-# lock held by the image's own timers) is retried here.
-install_cloud_init() {
-  local attempt apt=(apt-get -o DPkg::Lock::Timeout=300)
-  for attempt in 1 2 3 4 5; do
-    "${apt[@]}" update && DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y cloud-init && return 0
-    log "installing cloud-init failed (attempt $attempt of 5)"
-    [ "$attempt" -lt 5 ] && sleep 30
-  done
-  return 1
+# Nothing runs this script again before the next boot: what fails here is retried here, without a cap but
+# with a growing pause, for GIVE_UP_S; a stop in the middle of an earlier boot's install (a preemption) left dpkg
+# interrupted, which `dpkg --configure -a` then `apt-get -f install` finish before apt can install anything.
+# The idle stop does not exist before cloud-init has run: a VM that could not set itself up within GIVE_UP_S
+# powers itself off rather than bill (its disks stay; starting it again tries again).
+GIVE_UP_S=3600
+apt=(apt-get -o DPkg::Lock::Timeout=300)
+recover_dpkg() {
+  if [ -n "$(ls -A /var/lib/dpkg/updates 2>/dev/null)" ] || [ -n "$(dpkg --audit 2>/dev/null)" ]; then
+    log "dpkg was interrupted: finishing its work"
+    dpkg --configure -a || true
+    DEBIAN_FRONTEND=noninteractive "${apt[@]}" -f install -y || true
+  fi
 }
-if ! command -v cloud-init >/dev/null 2>&1; then
+install_cloud_init() {
+  local attempt=0 pause=15
+  while true; do
+    attempt=$((attempt + 1))
+    recover_dpkg
+    "${apt[@]}" update && DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y cloud-init && return 0
+    [ "$SECONDS" -lt "$GIVE_UP_S" ] || return 1
+    log "installing cloud-init failed (attempt $attempt); trying again in ${pause}s"
+    sleep "$pause"
+    pause=$((pause * 2 > 300 ? 300 : pause * 2))
+  done
+}
+if ! command -v cloud-init >/dev/null 2>&1 || [ -n "$(dpkg --audit 2>/dev/null)" ]; then
   log "installing cloud-init"
   if ! install_cloud_init; then
-    log "FAILED to install cloud-init: the VM cannot reach the Debian archive. Fix the VM's egress, then" \
-      "reboot it (this script runs again at every boot)"
+    log "FAILED to install cloud-init for $((GIVE_UP_S / 60)) min: the VM cannot reach the Debian archive." \
+      "Powering off so that it does not bill; fix the VM's egress, then start it (this script runs at every boot)"
+    systemctl poweroff
     exit 1
   fi
 fi

@@ -100,6 +100,8 @@ esac
 
 if [ ! -f "$REBOOT_FLAG" ] && modprobe nvidia 2>/dev/null && nvidia-smi >/dev/null 2>&1; then
   log "driver loaded without a reboot"
+  # persistence_on above ran before the module was loaded, when there was nothing to keep initialised.
+  persistence_on || log "warning: persistence mode is not on (see above); vLLM serves without it"
 else
   mkdir -p "$(dirname "$REBOOT_FLAG")"
   touch "$REBOOT_FLAG"

@@ -13,9 +13,11 @@ set -euo pipefail
 # The unit's StateDirectory= (gemma4-vllm), which systemd makes for the service user; progress.py reads it.
 VERDICT=${STATE_DIRECTORY:-/var/lib/gemma4-vllm}/refused
 fail() { rm -f "$VERDICT"; echo "gemma4-vllm preflight: $*" >&2; exit 1; }
-# refuse: final only once provisioning is done (before that, its next attempt may still put the piece in place).
+# refuse: final only once provisioning is done (before that, its next attempt may still put the piece in place):
+# provision.sh's mark of this boot's finished run (a file: the service user may not ask systemd over D-Bus).
+PROVISIONED=${GEMMA4_T4_PROVISIONED:-/run/gemma4-t4/provisioned}
 refuse() {
-  systemctl is-active --quiet gemma4-t4-provision.service || fail "$*"
+  [ -e "$PROVISIONED" ] || fail "$*"
   echo "gemma4-vllm preflight: $*" >&2
   echo "$*" >"$VERDICT.new" && mv -f "$VERDICT.new" "$VERDICT"
   exit 1

@@ -91,6 +91,9 @@ service_user() {
   install -d -o "$SERVICE_USER" -g "$SERVICE_USER" "$DATA_MOUNT/cache/tmp"
 }
 
+# This boot's run is done once it ends without a failure (gemma4-vllm's preflight reads the mark); a new run is not.
+provisioned_mark=/run/gemma4-t4/provisioned
+rm -f "$provisioned_mark"
 phase provision "data disk, service user, packages, swap"
 driver_fix="check that the VM reaches $CUDA_REPO_URL (egress through its external address) and the Debian archive; see the apt output above"
 step "data disk" "attach the data disk as device '${DATA_DEVICE##*/google-}'; never format a disk with data by hand" \
@@ -125,4 +128,6 @@ if [ -f "$REBOOT_FLAG" ]; then
   exit 0
 fi
 rm -f /var/lib/gemma4-t4/driver-reboots
+mkdir -p "$(dirname "$provisioned_mark")"
+touch "$provisioned_mark"
 log "ready: $(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader)"

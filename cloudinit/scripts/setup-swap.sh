@@ -2,8 +2,10 @@
 # A swapfile that survives reboot: created once, listed in fstab, switched on now.
 # vLLM is killed by the kernel while staging weights on a 7.8 GB host without swap.
 # SIZE_GB 0 means no swap (an existing swapfile goes). ACTIVATE=0 skips swapon and swapoff (for a machine
-# that cannot swap). A new size on a running VM (guest_bundle.py) makes the new swapfile and switches it on
-# before the old one goes off: vLLM's pages never have to fit in RAM alone.
+# that cannot swap). A new size on a running VM (guest_bundle.py): the kernel lets no one rename, remove or
+# write an active swapfile (EPERM), so the new one is made in the other of two slots (SWAPFILE, SWAPFILE.2)
+# and switched on before the old one goes off (vLLM's pages never have to fit in RAM alone), and fstab then
+# names it.
 set -euo pipefail
 
 swapfile=${1:?usage: setup-swap.sh SWAPFILE SIZE_GB}
@@ -11,53 +13,68 @@ size_gb=${2:?usage: setup-swap.sh SWAPFILE SIZE_GB}
 fstab=${FSTAB:-/etc/fstab}
 activate=${ACTIVATE:-1}
 log() { echo "setup-swap: $*"; }
+slots=("$swapfile" "$swapfile.2")
 
 is_active() { swapon --show=NAME --noheadings 2>/dev/null | grep -qxF "$1"; }
 swap_off() { if [ "$activate" = 1 ] && is_active "$1"; then swapoff "$1"; fi; }
-in_fstab() { [ -f "$fstab" ] && awk -v f="$swapfile" '$1 == f {found = 1} END {exit !found}' "$fstab"; }
+in_fstab() { [ -f "$fstab" ] && awk -v f="$1" '$1 == f {found = 1} END {exit !found}' "$fstab"; }
+# only_in_fstab SLOT: fstab lists SLOT (none of them, with SLOT empty) and no other slot.
+only_in_fstab() {
+  local kept
+  kept=$(awk -v a="${slots[0]}" -v b="${slots[1]}" '$1 != a && $1 != b' "$fstab" 2>/dev/null || true)
+  { [ -n "$kept" ] && printf '%s\n' "$kept"; [ -z "$1" ] || echo "$1 none swap sw,nofail 0 0"; } >"$fstab.new"
+  mv -f "$fstab.new" "$fstab"
+}
+# whole SLOT: SLOT is a swapfile of the wanted size.
+whole() { [ -f "$1" ] && [ "$(stat -c %s "$1")" -eq "$want_bytes" ] && [ "$(blkid -o value -s TYPE "$1" || true)" = swap ]; }
 
 if [ "$size_gb" -eq 0 ]; then
-  if [ -f "$swapfile" ]; then
-    swap_off "$swapfile"
-    rm -f "$swapfile"
-    log "swap size 0: removed $swapfile"
-  else
-    log "swap size 0: no swapfile"
-  fi
-  if in_fstab; then
-    awk -v f="$swapfile" '$1 != f' "$fstab" >"$fstab.new" && mv -f "$fstab.new" "$fstab"
-    log "removed $swapfile from $fstab"
-  fi
+  for slot in "${slots[@]}"; do
+    if [ -f "$slot" ]; then swap_off "$slot" && rm -f "$slot" && log "swap size 0: removed $slot"; fi
+  done
+  if in_fstab "${slots[0]}" || in_fstab "${slots[1]}"; then only_in_fstab "" && log "removed the swapfile from $fstab"; fi
   exit 0
 fi
 
 want_bytes=$((size_gb * 1024 * 1024 * 1024))
-if [ -f "$swapfile" ] && [ "$(stat -c %s "$swapfile")" -eq "$want_bytes" ] &&
-  [ "$(blkid -o value -s TYPE "$swapfile" || true)" = swap ]; then
-  log "$swapfile exists (${size_gb}G)"
+# The slot in use: the one fstab names, else the first.
+current=${slots[0]}
+if in_fstab "${slots[1]}"; then current=${slots[1]}; fi
+if whole "$current"; then
+  target=$current
+  log "$target exists (${size_gb}G)"
 else
-  # The new one beside the old (a half-made one from a stop is made again), on before the old goes off.
-  rm -f "$swapfile.new"
-  fallocate -l "${size_gb}G" "$swapfile.new"
-  chmod 600 "$swapfile.new"
-  mkswap "$swapfile.new" >/dev/null
-  if [ "$activate" = 1 ] && is_active "$swapfile"; then
-    swapon "$swapfile.new"
-    swapoff "$swapfile"
+  # An active swapfile cannot be touched: the new size goes in the other slot. One that is not active (a wrong
+  # size, no signature) is made again where it is.
+  target=$current
+  if is_active "$current"; then
+    target=${slots[0]}
+    [ "$current" != "${slots[0]}" ] || target=${slots[1]}
   fi
-  mv -f "$swapfile.new" "$swapfile" # an active swapfile keeps working under its new name
-  log "created $swapfile (${size_gb}G)"
+  if ! whole "$target"; then # a switch stopped after this file was made keeps it
+    rm -f "$target"
+    fallocate -l "${size_gb}G" "$target"
+    chmod 600 "$target"
+    mkswap "$target" >/dev/null
+    log "created $target (${size_gb}G)"
+  fi
 fi
-chmod 600 "$swapfile"
+chmod 600 "$target"
 
-if in_fstab; then
-  log "fstab already lists $swapfile"
+if [ "$activate" = 1 ] && ! is_active "$target"; then
+  swapon "$target"
+  log "swap on: $target"
+fi
+for slot in "${slots[@]}"; do
+  if [ "$slot" != "$target" ] && [ -e "$slot" ]; then
+    swap_off "$slot"
+    rm -f "$slot"
+    log "removed the old $slot"
+  fi
+done
+if in_fstab "$target" && ! in_fstab "$(if [ "$target" = "${slots[0]}" ]; then echo "${slots[1]}"; else echo "${slots[0]}"; fi)"; then
+  log "fstab already lists $target"
 else
-  echo "$swapfile none swap sw,nofail 0 0" >>"$fstab"
-  log "added $swapfile to $fstab"
-fi
-
-if [ "$activate" = 1 ] && ! is_active "$swapfile"; then
-  swapon "$swapfile"
-  log "swap on: $swapfile"
+  only_in_fstab "$target"
+  log "added $target to $fstab"
 fi

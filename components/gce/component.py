@@ -96,6 +96,10 @@ class GceT4ServerArgs(ServingArgs, total=False):
     """Boot disk, GB."""
     boot_disk_type: str
     """Boot disk type an N1 VM attaches."""
+    boot_image: str
+    """Boot image (PROJECT/IMAGE, or an image family PROJECT/FAMILY); the default is the Debian 13 image the NVIDIA
+    615 driver was run on (the catalog names its kernel). A family follows Debian's newest image, whose kernel the
+    driver may not build against; a new value replaces the VM."""
     data_disk_size_gb: int
     """Data disk for the model cache, vLLM venv and swapfile, GB."""
     data_disk_type: str
@@ -586,7 +590,7 @@ def server_vm(name: str, checked: CheckedServer, network: VmNetwork, disk: gcp.c
         boot_disk=gcp.compute.InstanceBootDiskArgs(
             auto_delete=True,
             initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
-                image=catalog.PINS["gce.image"], size=settings.boot_disk_size_gb, type=settings.boot_disk_type),
+                image=settings.boot_image, size=settings.boot_disk_size_gb, type=settings.boot_disk_type),
         ),
         guest_accelerators=[gcp.compute.InstanceGuestAcceleratorArgs(type=settings.gpu_type,
                                                                      count=settings.gpu_count)],

@@ -58,6 +58,7 @@ class GceT4ServerSettings(ServingSettings):
     on_host_maintenance: OnHostMaintenance = OnHostMaintenance.TERMINATE
     boot_disk_size_gb: int = Field(32, ge=MIN_BOOT_DISK_GB, le=65536)
     boot_disk_type: str = "pd-ssd"
+    boot_image: str = catalog.PINS["gce.image"]
     data_disk_size_gb: int = Field(250, ge=10, le=65536)
     data_disk_type: str = "pd-balanced"
     retain_data_disk: Flag = True

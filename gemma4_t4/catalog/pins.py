@@ -30,7 +30,13 @@ PINS = {
     # NVIDIA driver branch on GCE: 615 is what [gce-t4-article] ran (615.71.09, open DKMS module).
     "nvidia.driver_branch": "615",
     "nvidia.cuda_keyring": "1.1-1",
-    "gce.image": "debian-cloud/debian-13",
+    # The boot image, by name, not the debian-13 family (a newer image brings a newer kernel, which the pinned
+    # driver's open module may not build against): the one [gce-t4-article] ran driver 615.71.09 on
+    # (projects/debian-cloud/global/images/debian-13-trixie-v20260609, read from the instance's metadata), its
+    # kernel 7.1.8+deb13-cloud-amd64 with headers from backports (linux-headers-7.1.8+deb13-cloud-amd64
+    # 7.1.8-1~bpo13+1, the article's package list). Another image: the stack's bootImage.
+    "gce.image": "debian-cloud/debian-13-trixie-v20260609",
+    "gce.image_kernel": "7.1.8+deb13-cloud-amd64",
     # Python that runs vLLM on the VM: Debian 13's own.
     "gce.python": "python3.13",
     # PyPI's Linux x86_64 torch is the CUDA 13.0 build (2.13.0+cu130 reports sm_75 ... sm_120 in

@@ -11,9 +11,11 @@ import yaml
 from conftest import REPO
 
 from gemma4_t4 import catalog
+from gemma4_t4.clouds.sagemaker.standins import AwsWorld
 from gemma4_t4.components.config.schema import parse_ttl
 from gemma4_t4.components.sagemaker import component as sagemaker
 from gemma4_t4.components.sagemaker.component import CLOCK
+from gemma4_t4.components.sagemaker.steps import created_at
 from gemma4_t4.core.plan import guard_lines
 
 INSTANCE = "gcp:compute/instance:Instance"
@@ -59,7 +61,9 @@ def test_a_guard_turned_off_is_listed_with_its_cost_per_day_and_warned_of(run_st
     plan = run_stack("gce-t4", "idleStopMinutes=0", "maxRunHours=0")
     scheduling = plan.one(INSTANCE).inputs["scheduling"]
     assert "maxRunDuration" not in scheduling and "instanceTerminationAction" not in scheduling
-    assert "gemma4-t4-idle-stop.timer" not in json.dumps(_runcmd(plan))
+    # The timer stays (so that turning the guard on again lands on the running VM); its check does nothing at 0
+    # (cloudinit/scripts/idle_stop.py), tested in tests/guest/test_idle_stop.py.
+    assert "IDLE_STOP_MINUTES=0\n" in plan.one(INSTANCE).inputs["metadata"]["user-data"]
     per_day = round(plan.outputs["cost_per_hour_usd"] * 24, 2)
     assert per_day == 14.16  # n1-standard-2 + one T4 + address + disks in us-west2 (catalog), x 24
     assert [(g["key"], g["on"], g["off_usd_per_day"]) for g in plan.outputs["cost_guards"]] == [
@@ -177,7 +181,7 @@ def test_the_ttl_is_a_day_by_default(run_stack, caplog):
     assert plan.outputs["endpoint_deletes_at"] == "2030-01-02T00:00:00Z"
     assert plan.outputs["cost_guards"] == [
         {"key": "endpointTtl", "value": "24h", "on": True, "off_usd_per_day": None,
-         "effect": "EventBridge Scheduler deletes the endpoint 24h after it is in service"}]
+         "effect": "EventBridge Scheduler deletes the endpoint 24h after its creation"}]
     assert not [r for r in caplog.records if "cost guard" in r.getMessage()]
 
 
@@ -197,22 +201,38 @@ def test_no_schedule_when_the_ttl_is_off(run_stack, caplog, off):
         "up to $52.99/day (catalog list price x 24 h)"]
 
 
-def test_ttl_counts_from_the_clock_read_when_the_endpoint_is_in_service(run_stack):
-    plan = run_stack("sagemaker-t4", "endpointTtl=8h30m")
-    clock = plan.one("command:local:Command", "gemma4-t4-in-service-at")
+def test_ttl_counts_from_the_endpoints_creation_time(run_stack):
+    """The deadline is the endpoint's own CreationTime, which the creation-time step reads on every run of the
+    program once the endpoint exists (a local run, no clock kept in the state), plus the TTL."""
+    asked: list[dict] = []
+    world = AwsWorld()
+    answer = world.run_local_command
+    world.run_local_command = lambda args: asked.append(args) or answer(args)  # type: ignore[method-assign]
+    plan = run_stack("sagemaker-t4", "endpointTtl=8h30m", world={"sagemaker": world})
     endpoint = plan.one("aws:sagemaker/endpoint:Endpoint")
-    assert clock.inputs["create"] == CLOCK and clock.inputs["triggers"] == [endpoint.state["name"]]
-    assert "aws:sagemaker/endpoint:Endpoint::gemma4-t4-endpoint" in clock.options["dependsOn"]
-    # The mocks' clock says 2030-01-01T00:00:00Z.
+    assert not plan.find("command:local:Command", "gemma4-t4-in-service-at")
+    (run,) = asked
+    assert run["command"] == created_at.command()
+    assert created_at.CreatedAtRequest.from_env(run["environment"]).endpoint_name == endpoint.state["name"]
+    assert run["environment"]["AWS_REGION"] == "us-east-2"
+    # The offline world's endpoint was created at the mocks' now, 2030-01-01T00:00:00Z.
     schedule = plan.one(SCHEDULE, "gemma4-t4-ttl").inputs
     assert schedule["scheduleExpression"] == "at(2030-01-01T08:30:00)"
     assert schedule["scheduleExpressionTimezone"] == "UTC" and schedule["flexibleTimeWindow"] == {"mode": "OFF"}
     assert plan.outputs["endpoint_deletes_at"] == "2030-01-01T08:30:00Z"
     # The backstop: the same delete later, for a first one refused while the endpoint was busy. It is made before
     # CreateEndpoint from the clock read then, plus the provider's 60-minute wait at most, the TTL and an hour.
+    requested = plan.one("command:local:Command", "gemma4-t4-endpoint-requested-at")
+    assert requested.inputs["create"] == CLOCK and requested.inputs["triggers"] == [endpoint.state["name"]]
     backstop = plan.one(SCHEDULE, "gemma4-t4-ttl-backstop").inputs
     assert backstop["scheduleExpression"] == "at(2030-01-01T10:30:00)"
     assert backstop["target"] == schedule["target"] and backstop["flexibleTimeWindow"] == {"mode": "OFF"}
+    # An endpoint created at another time has its own deadline; the backstop's clock is not its.
+    earlier = AwsWorld(endpoints={endpoint.state["name"]: "2029-12-31T23:46:40Z"})
+    plan = run_stack("sagemaker-t4", "endpointTtl=8h30m", world={"sagemaker": earlier})
+    assert plan.outputs["endpoint_deletes_at"] == "2030-01-01T08:16:40Z"
+    assert plan.one(SCHEDULE, "gemma4-t4-ttl").inputs["scheduleExpression"] == "at(2030-01-01T08:16:40)"
+    assert plan.one(SCHEDULE, "gemma4-t4-ttl-backstop").inputs["scheduleExpression"] == "at(2030-01-01T10:30:00)"
 
 
 def test_ttl_retries_and_keeps_what_failed_in_a_dead_letter_queue(run_stack):

@@ -251,7 +251,8 @@ class DataDisk:
         # The same flags as the live (read-write) superblock: a read-only mount would be refused.
         if sh("mount", self.device, str(mnt), check=False).returncode == 0:
             try:
-                sh("swapoff", str(mnt / "swapfile"), check=False)
+                for swapfile in mnt.glob("swapfile*"):  # either of setup-swap.sh's two slots
+                    sh("swapoff", str(swapfile), check=False)
             finally:
                 sh("umount", str(mnt), check=False)
         mnt.rmdir()

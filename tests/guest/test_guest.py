@@ -455,6 +455,49 @@ def test_a_new_swap_size_replaces_the_swapfile_and_zero_removes_it(tmp_path):
 
 
 
+SWAP_STANDIN = """#!/bin/sh
+# swapon/swapoff as util-linux's answer them, over a list of active swapfiles in $SWAPS (one a line), each call
+# logged to $SWAPS.log; a container cannot swap.
+case "$(basename "$0") $1" in
+  "swapon --show=NAME") cat "$SWAPS" 2>/dev/null ;;
+  "swapon "*) echo "$1" >>"$SWAPS"; echo "swapon $1" >>"$SWAPS.log" ;;
+  "swapoff "*) grep -vxF "$1" "$SWAPS" >"$SWAPS.new"; mv "$SWAPS.new" "$SWAPS"; echo "swapoff $1" >>"$SWAPS.log" ;;
+esac
+"""
+
+
+def test_a_new_size_of_an_active_swapfile_goes_in_the_other_slot_switched_on_first(tmp_path):
+    """The kernel refuses to rename, remove or write an active swapfile (EPERM): a new swapSizeGb on a running VM
+    makes the other slot, switches it on, then the old one off, and fstab names the new one; again, and back."""
+    require_tool("mkswap")
+    bin_dir, swapfile, fstab = tmp_path / "bin", tmp_path / "swapfile", tmp_path / "fstab"
+    bin_dir.mkdir()
+    for name in ("swapon", "swapoff"):
+        (bin_dir / name).write_text(SWAP_STANDIN)
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "FSTAB": str(fstab), "SWAPS": str(tmp_path / "swaps"),
+           "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+
+    def setup(size_gb: int) -> subprocess.CompletedProcess:
+        result = run(["bash", str(SWAP_SCRIPT), str(swapfile), str(size_gb)], env=env)
+        assert result.returncode == 0, result.stdout + result.stderr
+        return result
+
+    setup(1)
+    assert (tmp_path / "swaps").read_text().split() == [str(swapfile)]
+    (tmp_path / "swaps.log").unlink()
+    setup(2)
+    second = f"{swapfile}.2"
+    assert (tmp_path / "swaps.log").read_text().split("\n")[:2] == [f"swapon {second}", f"swapoff {swapfile}"]
+    assert (tmp_path / "swaps").read_text().split() == [second] and not swapfile.exists()
+    assert Path(second).stat().st_size == 2 * 1024**3
+    assert fstab.read_text() == f"{second} none swap sw,nofail 0 0\n"
+    assert "exists (2G)" in setup(2).stdout, "the same size again: nothing to do"
+    setup(1)
+    assert (tmp_path / "swaps").read_text().split() == [str(swapfile)] and not Path(second).exists()
+    assert fstab.read_text() == f"{swapfile} none swap sw,nofail 0 0\n"
+
+
 def test_preflight_refuses_fewer_gpus_than_tensor_parallel_ranks(tmp_path):
     """A VM that comes back with fewer GPUs than --tensor-parallel-size gets the reason from the
     preflight, not a failure deep inside vLLM's start."""
@@ -463,14 +506,11 @@ def test_preflight_refuses_fewer_gpus_than_tensor_parallel_ranks(tmp_path):
     (bin_dir / "nvidia-smi").write_text("#!/bin/sh\necho 'Tesla T4, 7.5'\n")
     (bin_dir / "nvidia-smi").chmod(0o755)
     script = REPO / "cloudinit" / "scripts" / "preflight.sh"
-    # systemctl is-active: provisioning is done (exit 0) or not (3), as systemctl(1) answers.
-    (bin_dir / "systemctl").write_text('#!/bin/sh\n[ -e "$PROVISIONED" ]\n')
-    (bin_dir / "systemctl").chmod(0o755)
     state = tmp_path / "state"
     state.mkdir()
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "VENV": str(tmp_path / "venv"),
            "SWAP_SIZE_GB": "0", "DATA_MOUNT": "/", "STATE_DIRECTORY": str(state),
-           "PROVISIONED": str(tmp_path / "provisioned")}
+           "GEMMA4_T4_PROVISIONED": str(tmp_path / "provisioned")}
     two = run(["bash", str(script)], env={**env, "VLLM_ARGS": "--model m --tensor-parallel-size 2"})
     assert two.returncode == 1
     assert "--tensor-parallel-size 2 but nvidia-smi lists 1 GPU(s)" in two.stderr
@@ -655,3 +695,6 @@ def test_a_failure_no_retry_heals_is_one_exit_status_and_one_verdict_file_everyw
     state_dir = re.search(r"^StateDirectory=(\S+)$", (units / "gemma4-vllm.service").read_text(), re.M).group(1)
     assert f"VERDICT=${{STATE_DIRECTORY:-/var/lib/{state_dir}}}/refused\n" in (scripts / "preflight.sh").read_text()
     assert f'REFUSED = "/var/lib/{state_dir}/refused"' in (scripts / "progress.py").read_text()
+    # The preflight refuses for good only after this boot's provisioning has finished: the mark provision.sh makes.
+    mark = re.search(r"^provisioned_mark=(\S+)$", (scripts / "provision.sh").read_text(), re.M).group(1)
+    assert f"PROVISIONED=${{GEMMA4_T4_PROVISIONED:-{mark}}}\n" in (scripts / "preflight.sh").read_text()

@@ -488,8 +488,8 @@ def test_a_refusal_no_retry_heals_ends_the_real_wait_at_once_and_a_fix_serves_ag
     vm = world["vms"][0]
     network = world["network"]
     good = network_serving_value(world)
-    assert "--tensor-parallel-size" not in good
-    bad = good.replace("VLLM_ARGS=", "VLLM_ARGS=--tensor-parallel-size 2 ", 1)
+    assert "--tensor-parallel-size 1 " in good
+    bad = good.replace("--tensor-parallel-size 1 ", "--tensor-parallel-size 2 ", 1)
     started = time.monotonic()
     network.set_instance_attribute(render.SERVING_METADATA_KEY, bad)
     wait_for("vLLM stopped for the new value", lambda: not healthy(world), 300, vm)
@@ -535,8 +535,11 @@ def test_a_guest_change_lands_on_the_running_vm(world):
     report("a guest change: new user-data to serving again", time.monotonic() - started)
     assert len(vm.boots) == boots and vm.running(), "the same VM, not rebooted"
     assert "IDLE_STOP_MINUTES=45\n" in vm.exec("cat", f"{render.ETC_DIR}/guest.env").stdout
+    # The new size in setup-swap.sh's other slot (an active swapfile cannot be renamed or removed), the old one gone.
     swaps = vm.exec("swapon", "--show=NAME,SIZE", "--noheadings", "--bytes").stdout.split()
-    assert swaps == [f"{render.DATA_MOUNT}/swapfile", str(2 * 1024**3)], swaps
+    assert swaps == [f"{render.DATA_MOUNT}/swapfile.2", str(2 * 1024**3)], swaps
+    assert vm.exec("test", "-e", f"{render.DATA_MOUNT}/swapfile").returncode == 1
+    assert f"{render.DATA_MOUNT}/swapfile.2 none swap" in vm.exec("cat", "/etc/fstab").stdout
     watch = vm.journal("gemma4-t4-guest-watch")
     assert "file(s) changed" in watch and "restarting vLLM on it" in watch, watch
     wait_for("the phase 'serving' again", lambda: guest_attributes(world).get("phase") == "serving" and any(

@@ -30,7 +30,9 @@ def test_vm_is_an_n1_standard_2_with_one_t4_that_terminates_on_maintenance(run_s
 
 def test_boot_disk_is_debian_13_on_32_gb_pd_ssd(run_stack):
     boot = run_stack("gce-t4").one(INSTANCE).inputs["bootDisk"]
-    assert boot["initializeParams"] == {"image": "debian-cloud/debian-13", "size": 32.0, "type": "pd-ssd"}
+    # The image by name, the one the driver ran on (catalog pins: gce.image), not the debian-13 family.
+    assert boot["initializeParams"] == {"image": "debian-cloud/debian-13-trixie-v20260609", "size": 32.0,
+                                        "type": "pd-ssd"}
     assert boot["autoDelete"] is True
 
 

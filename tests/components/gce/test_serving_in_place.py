@@ -90,8 +90,14 @@ def test_a_release_that_changes_the_guests_files_is_an_update_in_place(run_stack
     assert _changed(before["metadata"], after["metadata"]) == {"user-data"}
 
 
+def test_the_boot_image_is_the_named_image_the_driver_ran_on_not_a_family(run_stack):
+    image = run_stack("gce-t4").one(INSTANCE).inputs["bootDisk"]["initializeParams"]["image"]
+    assert image == catalog.PINS["gce.image"] == "debian-cloud/debian-13-trixie-v20260609"
+
+
 @pytest.mark.parametrize("change,replaced_by", [
     (("tensorParallelSize=2",), ["guestAccelerators"]),
+    (("bootImage=debian-cloud/debian-13",), ["bootDisk"]),
     # Another region's subnet (a new one, so a new id) is the VM's network interface too.
     (("zone=us-central1-a",), ["networkInterfaces", "zone"]),
 ], ids=lambda value: " ".join(value) if isinstance(value, tuple) else None)
