@@ -42,12 +42,18 @@ else
   # The lock is complete (--no-deps) and hashed (pip refuses any other file); never a source build. The venv is
   # this lock's alone: --no-deps never lands on another lock's packages.
   pip_log=$TMPDIR/install-vllm.log
+  install=("${pip[@]}" install --require-hashes --no-deps --only-binary :all: -r "$VLLM_LOCK")
   rc=0
-  "${pip[@]}" install --require-hashes --no-deps --only-binary :all: -r "$VLLM_LOCK" 2>&1 | tee "$pip_log" || rc=$?
-  if [ "$rc" -ne 0 ]; then
-    lock_broken "$pip_log" && exit 3  # provision.sh's TERMINAL: no retry installs this lock
-    exit "$rc"
+  "${install[@]}" 2>&1 | tee "$pip_log" || rc=$?
+  if [ "$rc" -ne 0 ] && lock_broken "$pip_log"; then
+    # Once more without pip's cache, which a stop in the middle of a download may have left wrong: what pip still
+    # refuses then is the lock itself.
+    log "pip refused a file of the lock: once more without its cache"
+    rc=0
+    "${install[@]}" --no-cache-dir 2>&1 | tee "$pip_log" || rc=$?
+    if [ "$rc" -ne 0 ] && lock_broken "$pip_log"; then exit 3; fi # provision.sh's TERMINAL: no retry installs it
   fi
+  [ "$rc" -eq 0 ] || exit "$rc"
   echo "$want" >"$lock_stamp"
   log "installed $VLLM_LOCK (vLLM ${version:-unknown}) into $target"
 fi

@@ -128,8 +128,11 @@ class Watch:
                             "30 s; journalctl -u gemma4-vllm)")
 
     def phase(self) -> tuple[str, str] | None:
-        """vLLM's phase and its detail now; None while provisioning runs (it records its own)."""
-        if unit_state(PROVISION_UNIT).get("ActiveState") != "active":
+        """vLLM's phase and its detail now; None while provisioning runs (it records its own). Provisioning that
+        stopped at a failure it does not retry (an update in place whose new venv could not install) leaves vLLM
+        serving from what it had: while vLLM runs, its phases are still said."""
+        provision = unit_state(PROVISION_UNIT).get("ActiveState")
+        if provision != "active" and (provision != "failed" or unit_state(VLLM_UNIT).get("SubState") != "running"):
             return None
         env = read_env(VLLM_ENV)
         args = shlex.split(env.get("VLLM_ARGS", ""))

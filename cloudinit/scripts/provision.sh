@@ -94,6 +94,8 @@ service_user() {
 # This boot's run is done once it ends without a failure (gemma4-vllm's preflight reads the mark); a new run is not.
 provisioned_mark=/run/gemma4-t4/provisioned
 rm -f "$provisioned_mark"
+# The preflight's refusal (preflight.sh) is kept across boots; it speaks of the run before this one, which may fix it.
+rm -f /var/lib/gemma4-vllm/refused
 phase provision "data disk, service user, packages, swap"
 driver_fix="check that the VM reaches $CUDA_REPO_URL (egress through its external address) and the Debian archive; see the apt output above"
 step "data disk" "attach the data disk as device '${DATA_DEVICE##*/google-}'; never format a disk with data by hand" \

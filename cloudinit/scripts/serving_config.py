@@ -61,19 +61,25 @@ def on_disk() -> str | None:
         return None
 
 
+def write_atomically(path: str, text: str, mode: int) -> None:
+    """PATH holds TEXT with MODE, or what it held before: written beside it, synced, then renamed over it (a PATH
+    that is a symlink is replaced, not followed). guest_bundle.py writes its files with it too."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    partial = f"{path}.{os.getpid()}.new"
+    with open(partial, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.chmod(partial, mode)
+    os.replace(partial, path)
+
+
 def write(value: str) -> bool:
     """Atomically replace vllm.env with VALUE; False if it already holds it."""
     if on_disk() == value:
         return False
-    os.makedirs(os.path.dirname(VLLM_ENV), exist_ok=True)
-    partial = f"{VLLM_ENV}.{os.getpid()}.new"
-    with open(partial, "w") as f:
-        f.write(value)
-        f.flush()
-        os.fsync(f.fileno())
     # Root's only (systemd reads it for vLLM as root): it may hold vLLM's API key (VLLM_API_KEY).
-    os.chmod(partial, 0o600)
-    os.replace(partial, VLLM_ENV)
+    write_atomically(VLLM_ENV, value, 0o600)
     return True
 
 

@@ -30,9 +30,16 @@ whole() { [ -f "$1" ] && [ "$(stat -c %s "$1")" -eq "$want_bytes" ] && [ "$(blki
 
 if [ "$size_gb" -eq 0 ]; then
   for slot in "${slots[@]}"; do
-    if [ -f "$slot" ]; then swap_off "$slot" && rm -f "$slot" && log "swap size 0: removed $slot"; fi
+    if [ -f "$slot" ]; then
+      swap_off "$slot"
+      rm -f "$slot"
+      log "swap size 0: removed $slot"
+    fi
   done
-  if in_fstab "${slots[0]}" || in_fstab "${slots[1]}"; then only_in_fstab "" && log "removed the swapfile from $fstab"; fi
+  if in_fstab "${slots[0]}" || in_fstab "${slots[1]}"; then
+    only_in_fstab ""
+    log "removed the swapfile from $fstab"
+  fi
   exit 0
 fi
 
@@ -52,6 +59,7 @@ else
     [ "$current" != "${slots[0]}" ] || target=${slots[1]}
   fi
   if ! whole "$target"; then # a switch stopped after this file was made keeps it
+    swap_off "$target"        # a switch stopped with both slots on: this one is not the size wanted either
     rm -f "$target"
     fallocate -l "${size_gb}G" "$target"
     chmod 600 "$target"

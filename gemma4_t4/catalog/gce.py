@@ -256,10 +256,13 @@ FIRST_BOOT_VLLM_ENV_BYTES = 8 * 10**9
 # What makes pulumi-gcp replace a gcp.compute.Instance (the provider's schema: hashicorp/terraform-provider-google,
 # google/services/compute/resource_compute_instance.go at e03b7622, which pulumi-gcp bridges): boot_disk,
 # guest_accelerator, name, network_interface and zone are ForceNew; metadata_startup_script is made ForceNew by the
-# resource's CustomizeDiff (customdiff.ForceNewIf); metadata is updated in place (setMetadata), machine_type with the
-# VM stopped (allow_stopping_for_update). By the inputs' names, as the engine sends them.
+# resource's CustomizeDiff (customdiff.ForceNewIf); in the scheduling block, preemptible, provisioning_model,
+# termination_time, max_run_duration and on_instance_stop_action are ForceNew (so spot and maxRunHours replace the VM);
+# metadata is updated in place (setMetadata), machine_type with the VM stopped (allow_stopping_for_update). By the
+# inputs' names, as the engine sends them; a dotted name is a key inside an input.
 GCE_INSTANCE_FORCE_NEW = ("bootDisk", "guestAccelerators", "name", "networkInterfaces", "zone",
-                          "metadataStartupScript")
+                          "metadataStartupScript", "scheduling.preemptible", "scheduling.provisioningModel",
+                          "scheduling.terminationTime", "scheduling.maxRunDuration", "scheduling.onInstanceStopAction")
 # And a gcp.compute.Disk (google/services/compute/resource_compute_disk.go at e03b7622): name, zone, type, image,
 # snapshot and project are ForceNew, as is a smaller size (customdiff.ForceNewIfChange("size", IsDiskShrinkage)).
 GCE_DISK_FORCE_NEW = ("name", "zone", "type", "image", "snapshot", "project")

@@ -551,7 +551,8 @@ def changes(before: Plan, after: Plan, replaced_by: Mapping[str, tuple[tuple[str
         if not differ:
             continue
         keys, note = replaced_by.get(new.type, ((), ""))
-        forcing = tuple(k for k in differ if k in keys or k in (new.options.get("replaceOnChanges") or ()))
+        keys = (*keys, *(new.options.get("replaceOnChanges") or ()))
+        forcing = tuple(k for k in keys if k.split(".", 1)[0] in differ and _at(old.inputs, k) != _at(new.inputs, k))
         in_place = "update in place" if new.type in replaced_by else "change"
         found.append(Change(new.label, "replace", forcing, note) if forcing else Change(new.label, in_place,
                                                                                        tuple(differ)))
@@ -560,3 +561,11 @@ def changes(before: Plan, after: Plan, replaced_by: Mapping[str, tuple[tuple[str
 
 def _canonical(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
+
+
+def _at(inputs: Mapping[str, Any], dotted: str) -> str:
+    """The canonical value at DOTTED (a key, or KEY.KEY... into mappings) of INPUTS; absent is null."""
+    value: Any = inputs
+    for key in dotted.split("."):
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return _canonical(value)

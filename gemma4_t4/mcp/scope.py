@@ -110,6 +110,9 @@ def new_report(path: Path, given: str, what: str) -> Path:
         raise OutOfScope(f"{REFUSED}{what} {given}: the report is written as a .json file; give a name ending in .json")
     if path.exists() or path.is_symlink():
         raise OutOfScope(f"{REFUSED}{what} {given} exists: the tools never write over a file; give a new name")
+    if not path.parent.is_dir():
+        raise OutOfScope(f"{REFUSED}{what} {given}: its folder {path.parent} does not exist (checked before any "
+                         "work, so that no run's report is lost)")
     return path
 
 

@@ -695,6 +695,7 @@ def test_a_failure_no_retry_heals_is_one_exit_status_and_one_verdict_file_everyw
     state_dir = re.search(r"^StateDirectory=(\S+)$", (units / "gemma4-vllm.service").read_text(), re.M).group(1)
     assert f"VERDICT=${{STATE_DIRECTORY:-/var/lib/{state_dir}}}/refused\n" in (scripts / "preflight.sh").read_text()
     assert f'REFUSED = "/var/lib/{state_dir}/refused"' in (scripts / "progress.py").read_text()
+    assert f"rm -f /var/lib/{state_dir}/refused\n" in (scripts / "provision.sh").read_text(), "a new run forgets it"
     # The preflight refuses for good only after this boot's provisioning has finished: the mark provision.sh makes.
     mark = re.search(r"^provisioned_mark=(\S+)$", (scripts / "provision.sh").read_text(), re.M).group(1)
     assert f"PROVISIONED=${{GEMMA4_T4_PROVISIONED:-{mark}}}\n" in (scripts / "preflight.sh").read_text()

@@ -498,7 +498,7 @@ def test_a_refusal_no_retry_heals_ends_the_real_wait_at_once_and_a_fix_serves_ag
     report("a refusal no retry heals: new value to the end of `wait`", time.monotonic() - started)
     assert code == 1 and outcome["reason"] == "guest failed", said[-3000:]
     assert "--tensor-parallel-size 2 but nvidia-smi lists 1 GPU(s)" in outcome["detail"], outcome
-    assert outcome["elapsed_s"] < 600 and "stopped at a failure it does not retry" in said
+    assert outcome["elapsed_s"] < 600 and "failed (the guest does not retry): vLLM will not start" in said
     assert "--tensor-parallel-size 2" in vm.exec("cat", "/var/lib/gemma4-vllm/refused").stdout
 
     network.set_instance_attribute(render.SERVING_METADATA_KEY, good)

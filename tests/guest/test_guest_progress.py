@@ -229,6 +229,20 @@ def test_a_refusal_no_retry_heals_is_failed_and_a_later_pass_clears_it(progress)
     assert watch.phase()[0] == "serving"
 
 
+def test_vllm_serving_on_after_provisioning_stopped_for_good_is_still_said(progress):
+    """An update in place whose new lock pip refuses: provisioning stops (failed), vLLM serves on from its old venv.
+    The phase follows vLLM again, so that a later serving change is watched as loading, then serving."""
+    module, units, health, _repo = progress
+    watch = module.Watch()
+    units[module.PROVISION_UNIT]["ActiveState"] = "failed"
+    units[module.VLLM_UNIT].update(ActiveState="activating", SubState="auto-restart")
+    assert watch.phase() is None, "not running: provisioning's own `failed` stands"
+    units[module.VLLM_UNIT].update(ActiveState="active", SubState="running")
+    assert watch.phase()[0] == "loading"
+    health["ok"] = True
+    assert watch.phase()[0] == "serving"
+
+
 def test_a_model_on_the_data_disk_is_never_downloading(progress):
     module, units, _health, _repo = progress
     Path(module.VLLM_ENV).write_text("VLLM_ARGS=--model /opt1/cache/models/tiny --port 8001\n")

@@ -32,9 +32,16 @@ def _canonical(value) -> str:
     return json.dumps(value, sort_keys=True)
 
 
+def _at(inputs: dict, dotted: str):
+    for key in dotted.split("."):
+        inputs = inputs.get(key) if isinstance(inputs, dict) else None
+    return inputs
+
+
 def _replaced_by(before: dict, after: dict) -> list[str]:
-    """The ForceNew inputs whose values differ: the provider's plan replaces the VM for any."""
-    return [key for key in FORCE_NEW if _canonical(before.get(key)) != _canonical(after.get(key))]
+    """The ForceNew inputs (a dotted one: a key inside an input) whose values differ: the provider's plan replaces the
+    VM for any."""
+    return [key for key in FORCE_NEW if _canonical(_at(before, key)) != _canonical(_at(after, key))]
 
 
 def _changed(before: dict, after: dict) -> set[str]:
@@ -98,6 +105,9 @@ def test_the_boot_image_is_the_named_image_the_driver_ran_on_not_a_family(run_st
 @pytest.mark.parametrize("change,replaced_by", [
     (("tensorParallelSize=2",), ["guestAccelerators"]),
     (("bootImage=debian-cloud/debian-13",), ["bootDisk"]),
+    # GCE's own guards on the machine: ForceNew in the provider's scheduling block.
+    (("maxRunHours=12",), ["scheduling.maxRunDuration"]),
+    (("spot=true",), ["scheduling.preemptible", "scheduling.provisioningModel"]),
     # Another region's subnet (a new one, so a new id) is the VM's network interface too.
     (("zone=us-central1-a",), ["networkInterfaces", "zone"]),
 ], ids=lambda value: " ".join(value) if isinstance(value, tuple) else None)
