@@ -41,6 +41,8 @@ print(json.dumps(registered, default=str))
 # retained disk exists as the provider does, with an error (source: terraform-provider-google,
 # data_source_google_compute_disk.go:58-59 at e03b7622, `fmt.Errorf("%s not found", id)`; an answer of {}
 # is refused), as a mock fails an invoke: with a failure, which the SDK raises as "invoke of TOKEN failed: ...".
+# pulumi-command's local run answers with its inputs, the command's stdout and stderr (pulumi/pulumi-command v1.2.1,
+# provider/pkg/provider/local/runController.go): the SageMaker component reads its endpoint's creation time so.
 RUNNER = '''
 import json, runpy, sys
 import pulumi
@@ -64,6 +66,9 @@ class Mocks(pulumi.runtime.Mocks):
         if args.token == "gcp:compute/getDisk:getDisk":
             # A mock fails an invoke by returning (result, [(property, reason)]); raising would crash the program.
             return {}, [("", "projects/my-project/zones/%s/disks/%s not found" % (args.args["zone"], args.args["name"]))]
+        if args.token == "command:local:run":
+            # The SageMaker endpoint's creation time, read with pulumi-command's local run once it exists.
+            return {**args.args, "stdout": "2030-01-01T00:00:00Z", "stderr": ""}
         return {}
 
 ''' + RUN_PROGRAM.format(mocks="Mocks")
