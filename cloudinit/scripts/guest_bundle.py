@@ -32,7 +32,6 @@ import os
 import subprocess
 import sys
 import time
-import urllib.error
 
 import yaml
 
@@ -274,25 +273,10 @@ def apply_once(text: str) -> None:
 
 
 def watch(url: str = URL) -> None:
-    etag = "NONE"  # any value answers at once: the bundle as it stands (a change made while the VM was stopped)
-    wait_s = serving_config.WAIT_S
-    while True:
-        try:
-            text, etag = serving_config.get(url, etag, wait_s)
-        except serving_config.NoKey:
-            time.sleep(60)
-            continue
-        except (urllib.error.URLError, OSError) as error:
-            log(f"the metadata server did not answer ({error}); asking again in 10 s")
-            time.sleep(10)
-            continue
-        if not etag:
-            etag = "NONE"
-            time.sleep(10)
+    # While something is left to do, ask again within the half minute (the metadata server answers at once when the
+    # value changed meanwhile); otherwise wait for a change as long as the server lets us.
+    for text in serving_config.values(url, lambda: 30 if pending() else serving_config.WAIT_S, log):
         apply_once(text)
-        # While something is left to do, ask again within the half minute (the metadata server answers at once
-        # when the value changed meanwhile); otherwise wait for a change as long as the server lets us.
-        wait_s = 30 if pending() else serving_config.WAIT_S
 
 
 def main(argv: list[str]) -> int:

@@ -23,6 +23,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterator
 
 KEY = "gemma4-t4-serving"
 URL = f"http://metadata.google.internal/computeMetadata/v1/instance/attributes/{KEY}"
@@ -118,21 +119,28 @@ def restart_vllm() -> None:
     subprocess.run(["systemctl", "try-restart", VLLM_UNIT], check=False)
 
 
-def watch(url: str = URL, wait_s: int = WAIT_S) -> None:
+def values(url: str, wait_s: Callable[[], int] = lambda: WAIT_S, say: Callable[[str], None] = log) -> Iterator[str]:
+    """The key's value as it stands, then each time it may have changed (or WAIT_S() passed): the metadata server's
+    wait_for_change with the last ETag. A missing key or a server that does not answer is asked again."""
     etag = "NONE"  # the guest agent's first last_etag: any value answers at once
     while True:
         try:
-            value, etag = get(url, etag, wait_s)
+            value, etag = get(url, etag, wait_s())
         except NoKey:
             time.sleep(60)
             continue
         except (urllib.error.URLError, OSError) as error:
-            log(f"the metadata server did not answer ({error}); asking again in 10 s")
+            say(f"the metadata server did not answer ({error}); asking again in 10 s")
             time.sleep(10)
             continue
         if not etag:  # never seen from GCE; without it every wait would answer at once
             etag = "NONE"
             time.sleep(10)
+        yield value
+
+
+def watch(url: str = URL, wait_s: int = WAIT_S) -> None:
+    for value in values(url, lambda: wait_s):
         before = on_disk()
         if write(value):
             log(f"serving values changed: {args_of(before)} -> {args_of(value)}; restarting vLLM")
