@@ -380,8 +380,9 @@ def cost_guards(settings: GceT4ServerSettings, health_bound_minutes: int,
     idle, hours = settings.idle_stop_minutes, settings.max_run_hours
     return [
         cost_guard("idleStopMinutes", str(idle) if idle else None,
-                   f"the VM stops itself after {idle} min without a request, and when vLLM has not answered "
-                   f"{health_bound_minutes} min into a boot",
+                   f"the VM stops itself after {idle} min without a request, and when a boot whose vLLM never "
+                   f"answered makes no progress for {catalog.HEALTH_STALL_MINUTES} min or runs past "
+                   f"{health_bound_minutes} min",
                    "nothing stops a VM left idle, or one whose vLLM never becomes healthy", usd_per_hour),
         cost_guard("maxRunHours", str(hours) if hours else None,
                    f"GCE stops the VM after {hours} h running, whatever its guest does",

@@ -108,13 +108,16 @@ def vllm_args_line(serving_args: list[str]) -> str:
 
 def vllm_env(serving_args: list[str], port: int = 8000, checkpoint_bytes: int = 0) -> dict[str, str]:
     """vLLM's environment on the VM. CHECKPOINT_BYTES (0: not known) is the model's download size, which the
-    guest's progress reports against; METRICS_URL and HEALTH_BOUND_MINUTES are read by the idle stop (the port
-    is a serving value; the bound grows with the model's download)."""
+    guest's progress reports against; METRICS_URL and the HEALTH_ and PROGRESS_ values are read by the idle stop
+    (the port is a serving value; the cap grows with the model's download; catalog/first_boot.py derives them)."""
     return {
         "VLLM_ARGS": vllm_args_line(serving_args),
         "METRICS_URL": f"http://127.0.0.1:{port}/metrics",
         "CHECKPOINT_BYTES": str(checkpoint_bytes),
         "HEALTH_BOUND_MINUTES": str(catalog.health_bound_minutes(checkpoint_bytes)),
+        "HEALTH_STALL_MINUTES": str(catalog.HEALTH_STALL_MINUTES),
+        "PROGRESS_CPU_S": f"{catalog.PROGRESS_CPU_S:g}",
+        "PROGRESS_RX_BYTES": str(catalog.PROGRESS_RX_BYTES),
         "HOME": f"{DATA_MOUNT}/home",
         "HF_HOME": f"{DATA_MOUNT}/cache/huggingface",
         "VLLM_CACHE_ROOT": f"{DATA_MOUNT}/cache/vllm",

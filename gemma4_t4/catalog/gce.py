@@ -266,9 +266,3 @@ GCE_INSTANCE_FORCE_NEW = ("bootDisk", "guestAccelerators", "name", "networkInter
 # And a gcp.compute.Disk (google/services/compute/resource_compute_disk.go at e03b7622): name, zone, type, image,
 # snapshot and project are ForceNew, as is a smaller size (customdiff.ForceNewIfChange("size", IsDiskShrinkage)).
 GCE_DISK_FORCE_NEW = ("name", "zone", "type", "image", "snapshot", "project")
-# A GCE first boot, end to end, in seconds: the measured parts 743-823 s (docs/gce-guest.md, "First-boot timings":
-# [gce-t4-article]'s 362 s warm start and 113 s first compile, fit --strict 71-156 s, ...) plus what no run here
-# measured: the open driver module's DKMS build on 2 vCPUs 5-10 min, the reboot 1-2 min, 12.6 GB of downloads at
-# 20-100 MB/s 2-11 min (486-1350 s). What a replaced VM costs before it serves again (its data disk keeps the
-# downloads, so it is nearer the low end).
-GCE_FIRST_BOOT_S = (1229, 2173)

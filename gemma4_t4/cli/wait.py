@@ -31,9 +31,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__)
     target_options.add(p)
     p.add_argument("--timeout", type=non_negative_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                   help=f"give up after this long (default {DEFAULT_TIMEOUT_S}: a VM's first boot is ~13 min of "
-                        "measured parts plus an estimated 8-23 min for the driver's build, its reboot and 12.6 GB "
-                        "of downloads, ~20-36 min in all; a cold service start alone ~8 min; see docs/gce-guest.md)")
+                   help=f"give up after this long (default {DEFAULT_TIMEOUT_S:.0f}: as long as a VM's guest itself "
+                        "may take, every part of a first boot at its worst; a boot that makes no progress stops its "
+                        "VM sooner, which ends the wait; see docs/gce-guest.md, \"First-boot timings\")")
     p.add_argument("--interval", type=positive_float, default=15, metavar="SECONDS",
                    help="between two polls (default 15)")
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON document")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import catalog
 from . import proc
 from .lifecycle import VM_ABSENT
 from .targets import Target, TargetError, cause
@@ -106,13 +107,10 @@ STOPPED_GRACE_S = 60.0
 VM_STOPPED = ("TERMINATED", "STOPPED", "STOPPING", "SUSPENDED", "SUSPENDING")
 
 
-# The default wait covers a whole first boot on GCE, the parts nobody measured included. Measured
-# and sourced parts: 743-823 s (docs/gce-guest.md, "First-boot timings"). Estimated, not measured
-# (no T4 VM here): the open driver module's DKMS build on 2 vCPUs 5-10 min; the reboot 1-2 min; the
-# 12.6 GB of downloads (4.3 GB of CUDA wheels, the 8.3 GB model) 2-11 min at 20-100 MB/s: 486-1350 s.
-# In all 1229-2173 s, ~20-36 min; 45 min leaves a quarter on top of the slow end. A cold service
-# start alone is ~8 min.
-WAIT_TIMEOUT_S = 2700
+# The default wait lasts as long as a GCE guest itself may take to a first answer (catalog/first_boot.py: every
+# part of a first boot at its worst, the same cap the guest's idle stop keeps); a stuck boot ends it sooner, as a
+# stopped VM or the phase `failed`.
+WAIT_TIMEOUT_S = catalog.WAIT_TIMEOUT_S
 
 
 def wait(target: Target, timeout_s: float = WAIT_TIMEOUT_S, interval_s: float = 15,

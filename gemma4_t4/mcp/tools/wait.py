@@ -26,7 +26,7 @@ async def wait(ctx: Context, url: Url = None, stack: StackName = None, endpoint:
               region: Region = None, timeout_s: Seconds = ops.WAIT_TIMEOUT_S, interval_s: Seconds = 15) -> WaitResult:
     """Poll /health until healthy, reporting elapsed time, the GCE guest's boot phase and VRAM as
     progress; an error saying what was seen if the server dies or the time runs out (a new GCE VM's
-    first boot takes ~20-36 min)."""
+    first boot takes tens of minutes: docs/gce-guest.md, "First-boot timings")."""
     report = progress(ctx, timeout_s)
 
     def tick(elapsed: float, info: dict[str, Any]) -> None:
