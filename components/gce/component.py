@@ -458,15 +458,28 @@ def cloud_nat(name: str, settings: GceT4ServerSettings, network: pulumi.Input[st
         opts=child)
 
 
+# The tunnel's IAM grant is an IAP API call (iap.googleapis.com), off in a new project: without the API the grant
+# fails at `up`. Enabled here, never disabled on destroy (disable_on_destroy=False: pulumi-gcp's projects.Service,
+# "If false or unset, the service will be left enabled when the Terraform resource is destroyed"; other tunnels of
+# the project may use it).
+IAP_API = "iap.googleapis.com"
+
+
 def grant_operators(name: str, members: Sequence[str], instance: gcp.compute.Instance,
                     child: pulumi.ResourceOptions) -> None:
-    """Each operator may open an IAP tunnel to this VM and log in to it (no sudo), and nothing more."""
+    """Each operator may open an IAP tunnel to this VM and log in to it (no sudo), and nothing more; the IAP API
+    those grants need is enabled first."""
+    if not members:
+        return
+    iap_api = gcp.projects.Service(f"{name}-iap-api", service=IAP_API, project=instance.project,
+                                   disable_on_destroy=False, opts=child)
+    after_api = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[iap_api]))
     for member in members:
         # Named by the member, not its place in the list: removing one operator leaves the others' grants alone.
         who = re.sub(r"[^A-Za-z0-9@._-]+", "-", member)
         gcp.iap.TunnelInstanceIAMMember(f"{name}-tunnel-{who}", instance=instance.name, member=member,
                                         role=OPERATOR_TUNNEL_ROLE, project=instance.project, zone=instance.zone,
-                                        opts=child)
+                                        opts=after_api)
         gcp.compute.InstanceIAMMember(f"{name}-login-{who}", instance_name=instance.name, member=member,
                                       role=OPERATOR_LOGIN_ROLE, project=instance.project, zone=instance.zone,
                                       opts=child)

@@ -25,6 +25,7 @@ ROUTER = "gcp:compute/router:Router"
 NAT = "gcp:compute/routerNat:RouterNat"
 TUNNEL_MEMBER = "gcp:iap/tunnelInstanceIAMMember:TunnelInstanceIAMMember"
 LOGIN_MEMBER = "gcp:compute/instanceIAMMember:InstanceIAMMember"
+PROJECT_SERVICE = "gcp:projects/service:Service"
 THEIR_NETWORK = "projects/p/global/networks/shared"
 THEIR_SUBNET = "projects/p/regions/us-west2/subnetworks/shared"
 KEY = "k" * 40
@@ -218,7 +219,13 @@ def test_operators_get_the_tunnel_and_os_login_on_this_instance_only(run_stack):
     for member in logins:
         assert member.inputs["role"] == "roles/compute.osLogin", "no sudo: osAdminLogin is the user's choice"
         assert (member.inputs["instanceName"], member.inputs["zone"]) == (vm["name"], "us-west2-b")
+    # The tunnel grant is an IAP API call: the API is enabled first, and left on when the stack goes.
+    api = plan.one(PROJECT_SERVICE)
+    assert api.inputs["service"] == "iap.googleapis.com" and api.inputs["disableOnDestroy"] is False
+    assert all(api.urn.split("::")[-1] in " ".join(m.options["dependsOn"]) for m in tunnels), \
+        [m.options["dependsOn"] for m in tunnels]
     assert not run_stack("gce-t4").find(TUNNEL_MEMBER), "none without operators"
+    assert not run_stack("gce-t4").find(PROJECT_SERVICE), "no API enabled without operators"
     # Named by member: dropping alice leaves the on-call group's grants as they are (no replacement).
     kept = run_stack("gce-t4", "operators=group:oncall@example.com")
     assert [m.name for m in kept.find(LOGIN_MEMBER)] == [m.name for m in logins if "oncall" in m.inputs["member"]]
