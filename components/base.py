@@ -129,6 +129,10 @@ class ServingArgs(TypedDict, total=False):
     """Size a model the catalog does not know from the Hugging Face Hub at preview (its config.json and
     parameter counts; a network call, cached on this machine). Off by default, so a program's unit tests under
     Pulumi's mocks never reach the network; the gemma4-t4 stack program turns it on."""
+    hf_token: pulumi.Input[str]
+    """Hugging Face token for a gated or private model, as a secret. Kept in a secret of the stack, never in the VM's
+    metadata or the model's environment: on GCE in Secret Manager, read by the VM's own service account when vLLM
+    downloads; on SageMaker in Secrets Manager, read by the image at start."""
 
 
 class MemoryPlan(TypedDict):

@@ -70,6 +70,15 @@ main() {
     echo "serve: $model is whole on the data disk: serving it without asking the Hub (HF_HUB_OFFLINE=1)"
     export HF_HUB_OFFLINE=1
   fi
+  # hfToken (a gated or private model): read from the stack's Secret Manager secret while vLLM may need the Hub,
+  # and handed to vLLM in its environment only: never a file, never a log line.
+  if [ -n "${HF_TOKEN_SECRET:-}" ] && [ -z "${HF_HUB_OFFLINE:-}" ]; then
+    if ! HF_TOKEN=$(python3 "$(dirname "${BASH_SOURCE[0]}")/hf_token.py" "$HF_TOKEN_SECRET"); then
+      echo "serve: the Hub token could not be read from $HF_TOKEN_SECRET (above); vLLM starts again in 30 s" >&2
+      exit 1
+    fi
+    export HF_TOKEN
+  fi
   exec "$venv_dir/bin/python" -m vllm.entrypoints.openai.api_server "${args[@]}"
 }
 

@@ -166,6 +166,7 @@ class ServingSettings(BaseModel):
     allow_model_overflow: Flag = False
     allow_unsized_model: Flag = False
     size_from_hub: Flag = False
+    hf_token: AnyInput = None
 
     @field_validator("dtype")
     @classmethod

@@ -40,6 +40,7 @@ from ..config import gce_name, validate
 from ..serving import ServingPlan, check_serving, warn_unpinned
 from . import provider_answers as answers
 from .guest import SERVING_METADATA_KEY, GuestSettings, bootstrap_script, render_serving_env, render_user_data
+from .hf_token import TokenAccess, token_secret
 from .settings import GceT4ServerSettings, OnHostMaintenance, TerminationAction
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
@@ -503,6 +504,7 @@ class CheckedServer:
 
     settings: GceT4ServerSettings
     plan: ServingPlan
+    prefix: str
     vm_name: str
     disk_name: str
     adopted_disk: str | None
@@ -518,19 +520,27 @@ def check_server(name: str, args: GceT4ServerArgs, opts: pulumi.ResourceOptions 
     prefix = settings.name_prefix or default_name_prefix(name)
     vm_name, disk_name = gce_resource_name(prefix, "vm"), gce_resource_name(prefix, "data")
     invoke = pulumi.InvokeOptions(provider=provider_for("gcp", opts), parent=opts.parent if opts else None)
-    return CheckedServer(settings, plan, vm_name, disk_name, adoptable_disk(disk_name, settings, vm_name, invoke))
+    return CheckedServer(settings, plan, prefix, vm_name, disk_name,
+                         adoptable_disk(disk_name, settings, vm_name, invoke))
 
 
-def serving_values(plan: ServingPlan, api_key: pulumi.Input[str] | None) -> pulumi.Input[str]:
-    """The metadata value the guest starts vLLM with (and restarts it on when it changes)."""
+def serving_values(plan: ServingPlan, api_key: pulumi.Input[str] | None,
+                   hf_token_secret: pulumi.Input[str] | None = None) -> pulumi.Input[str]:
+    """The metadata value the guest starts vLLM with (and restarts it on when it changes); with hfToken, the name
+    of the secret that holds it (never the token)."""
     serving = plan.serving
     checkpoint_bytes = plan.facts.checkpoint_bytes if plan.facts else 0
-    if api_key is None:
-        return render_serving_env(serving.vllm_args(), serving.port, checkpoint_bytes)
-    # A secret: the whole value is kept encrypted in the state, and the guest writes it to a file only
+
+    def render(key: str | None, secret_name: str | None) -> str:
+        return render_serving_env(serving.vllm_args(), serving.port, checkpoint_bytes, api_key=key,
+                                  hf_token_secret=secret_name)
+
+    if api_key is None and hf_token_secret is None:
+        return render(None, None)
+    values = pulumi.Output.all(api_key, hf_token_secret).apply(lambda both: render(both[0], both[1]))
+    # With a key, a secret: the whole value is kept encrypted in the state, and the guest writes it to a file only
     # root reads (systemd hands it to vLLM as VLLM_API_KEY, out of its command line).
-    return pulumi.Output.secret(pulumi.Output.from_input(api_key).apply(
-        lambda key: render_serving_env(serving.vllm_args(), serving.port, checkpoint_bytes, api_key=key)))
+    return pulumi.Output.secret(values) if api_key is not None else values
 
 
 def private_network(name: str, settings: GceT4ServerSettings,
@@ -591,8 +601,9 @@ def guest_user_data(settings: GceT4ServerSettings) -> str:
 
 
 def server_vm(name: str, checked: CheckedServer, network: VmNetwork, disk: gcp.compute.Disk,
-              labels: dict[str, str], parent: pulumi.Resource) -> gcp.compute.Instance:
-    """The VM: its boot disk, its T4s, the data disk, the network it joins and its guest's metadata."""
+              labels: dict[str, str], parent: pulumi.Resource, token: TokenAccess | None) -> gcp.compute.Instance:
+    """The VM: its boot disk, its T4s, the data disk, the network it joins and its guest's metadata; with hfToken,
+    the service account that may read it."""
     settings = checked.settings
     user_data = guest_user_data(settings)
     return gcp.compute.Instance(
@@ -620,8 +631,13 @@ def server_vm(name: str, checked: CheckedServer, network: VmNetwork, disk: gcp.c
         )],
         # Updated in place (setMetadata): the serving values, which the guest watches and restarts vLLM
         # with, and guest attributes on, for the boot's progress (the gemma4-t4/ namespace).
-        metadata={"user-data": user_data, SERVING_METADATA_KEY: serving_values(checked.plan, settings.api_key),
+        metadata={"user-data": user_data,
+                  SERVING_METADATA_KEY: serving_values(checked.plan, settings.api_key,
+                                                       token.secret_name if token else None),
                   "enable-oslogin": "TRUE", "enable-guest-attributes": "TRUE"},
+        # Without hfToken, no account: the guest calls no Google API. Set or changed with the VM stopped
+        # (allow_stopping_for_update), not replaced.
+        service_account=token.service_account if token else None,
         # The provider replaces the VM when this changes (ForceNew): it is the same for every setting and release
         # (cloudinit/bootstrap.sh). The user-data above is applied on the running VM when it changes
         # (cloudinit/scripts/guest_bundle.py): only a new machine (zone, image, machine, GPUs) replaces the VM.
@@ -676,7 +692,10 @@ class GceT4Server(T4ServingComponent):
         labels = {"app": APP_LABEL, **checked.settings.labels}
         network = self._network(name, checked.settings)
         disk = data_disk(name, checked, labels, self)
-        vm = server_vm(name, checked, network, disk, labels, self)
+        token = None if checked.settings.hf_token is None else token_secret(
+            name, checked.prefix, checked.settings.project or None, checked.settings.hf_token, labels,
+            pulumi.ResourceOptions(parent=self))
+        vm = server_vm(name, checked, network, disk, labels, self, token)
         grant_operators(name, checked.settings.operators, vm, pulumi.ResourceOptions(parent=self))
         cost = self._cost_per_hour(checked.settings)
         self._set_outputs(checked, disk, network.nat, cost)

@@ -53,6 +53,8 @@ PROGRESS_UNIT = "gemma4-t4-progress.service"
 # running VM: cloud-init applies user-data once per instance (guest_bundle.py).
 GUEST_WATCH_UNIT = "gemma4-t4-guest-watch.service"
 SERVING_METADATA_KEY = "gemma4-t4-serving"
+# vllm.env's name of the secret that holds hfToken (projects/P/secrets/S): serve.sh reads the token with it.
+HF_TOKEN_SECRET_ENV = "HF_TOKEN_SECRET"
 VLLM_ENV = "/etc/gemma4-t4/vllm.env"
 GUEST_ATTRIBUTES_NAMESPACE = "gemma4-t4"
 DATA_MOUNT = "/opt1"  # gemma4-vllm.service names it too (ExecStart)
@@ -147,14 +149,17 @@ _BlockStyleDumper.add_representer(
 
 
 def render_serving_env(serving_args: list[str], port: int = 8000, checkpoint_bytes: int = 0,
-                       api_key: str | None = None) -> str:
+                       api_key: str | None = None, hf_token_secret: str | None = None) -> str:
     """The value of the VM's SERVING_METADATA_KEY: vllm.env as the guest writes it. Deterministic. With API_KEY,
-    vLLM's key as its environment variable (catalog.vllm.API_KEY_ENV), not a flag a process listing shows."""
+    vLLM's key as its environment variable (catalog.vllm.API_KEY_ENV), not a flag a process listing shows. With
+    HF_TOKEN_SECRET, the Secret Manager secret serve.sh reads the Hub token from (components/gce/hf_token.py)."""
     values = vllm_env(serving_args, port, checkpoint_bytes)
     if api_key is not None:
         if not api_key or any(c.isspace() for c in api_key):
             raise ValueError("the API key is empty or holds whitespace: it is one line of vLLM's environment file")
         values[catalog.vllm.API_KEY_ENV] = api_key
+    if hf_token_secret is not None:
+        values[HF_TOKEN_SECRET_ENV] = hf_token_secret
     text = _env_file(values)
     if len(text.encode()) > GCE_METADATA_VALUE_LIMIT:
         raise ValueError(f"the serving values are {len(text.encode())} bytes; GCE allows {GCE_METADATA_VALUE_LIMIT}")

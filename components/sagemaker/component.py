@@ -147,9 +147,6 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     log_retention_days: int
     """Days CloudWatch keeps the endpoint's logs (/aws/sagemaker/Endpoints/NAME, which destroy deletes): one of
     CloudWatch's retentions (1, 3, 5, 7, 14, 30, 60, 90, ... 3653)."""
-    hf_token: pulumi.Input[str]
-    """Hugging Face token for a gated model, as a secret. Kept in a Secrets Manager secret of the stack; the model's
-    environment holds only the secret's ARN, and the image reads the token at start."""
 
 
 def fallback_instance_types(instance_type: str) -> list[str]:

@@ -99,7 +99,6 @@ class SageMakerT4EndpointSettings(ServingSettings):
     image_builder: ImageBuilder = ImageBuilder.CODEBUILD
     endpoint_ttl: str = catalog.DEFAULT_ENDPOINT_TTL
     log_retention_days: int = 14
-    hf_token: AnyInput = None
 
     @property
     def gpu(self) -> catalog.Gpu | None:

@@ -104,7 +104,7 @@ GCE = [
     (("instanceType=ml.g4dn.2xlarge",), "instanceType", "on gce use machineType"),
     (("keepImages=true",), "keepImages", "is a sagemaker setting"),
     (("maxInstanceCount=3",), "maxInstanceCount", "a GCE stack is one VM"),
-    (("hfToken=hf_plain",), "hfToken", "pulumi config rm gemma4-t4:hfToken (a gce stack uses nothing"),
+    (("hfToken=hf_plain",), "hfToken", "is stored in plain text in the stack file"),
     (("cloud=GCE",), "cloud", "cloud gce (or sagemaker)"),
     (("maxModelLen.x=1",), "maxModelLen", "is not an object"),
     # found by trying ~340 configs as a user would (the config issue's audit)

@@ -70,8 +70,6 @@ class Gce(Cloud):
     counterparts: ClassVar[Mapping[str, str]] = {
         "endpointTtl": "maxRunHours (GCE stops the VM) or idleStopMinutes",
         "instanceType": "machineType",
-        "hfToken": "nothing: the GCE guest passes no token to vLLM (a token in instance metadata is readable by "
-                   "anyone who may view the VM), and Gemma 4 is not gated",
         **{key: "nothing: a GCE stack is one VM (docs: \"Scaling the GCE stack out\")"
            for key in ("minInstanceCount", "maxInstanceCount", "scalingMetric", "scalingTarget")},
     }

@@ -26,13 +26,44 @@ def gcp_project() -> str:
 GCP_WITHOUT_SELF_LINK = frozenset({"routernat", "instanceiammember", "tunnelinstanceiammember"})
 
 
+def _outside_compute(typ: str, inputs: dict[str, Any], project: str) -> tuple[str, dict[str, Any]] | None:
+    """The resources of other APIs the GCE component makes, as pulumi_gcp 10.2.0 answers a create; None: Compute's."""
+    if typ == "gcp:projects/service:Service":
+        # projects/service.py: no computed output the program reads; the id is PROJECT/SERVICE
+        # (terraform-provider-google resource_google_project_service.go: d.SetId(projectServiceId)).
+        return f"{project}/{inputs['service']}", {**inputs, "project": project}
+    if typ == "gcp:secretmanager/secret:Secret":
+        # secretmanager/secret.py: name "The resource name of the Secret. Format: projects/{{project}}/secrets/
+        # {{secret_id}}"; the id is the same path.
+        name = f"projects/{project}/secrets/{inputs['secretId']}"
+        return name, {**inputs, "project": project, "name": name}
+    if typ == "gcp:secretmanager/secretVersion:SecretVersion":
+        # secretmanager/secret_version.py: name "projects/{{project}}/secrets/{{secret_id}}/versions/{{version}}";
+        # the first version of a secret is 1.
+        name = f"{inputs['secret']}/versions/1"
+        return name, {**inputs, "name": name, "version": "1", "enabled": True}
+    if typ == "gcp:serviceaccount/account:Account":
+        # serviceaccount/account.py: email, member "serviceAccount:{email}", name (fully qualified); the email is
+        # SA_NAME@PROJECT_ID.iam.gserviceaccount.com (IAM docs, "Service account overview").
+        email = f"{inputs['accountId']}@{project}.iam.gserviceaccount.com"
+        name = f"projects/{project}/serviceAccounts/{email}"
+        return name, {**inputs, "project": project, "email": email, "member": f"serviceAccount:{email}", "name": name}
+    if typ == "gcp:secretmanager/secretIamMember:SecretIamMember":
+        # secretmanager/secret_iam_member.py: no computed output the program reads; the id is SECRET/ROLE/MEMBER.
+        return f"{inputs['secretId']}/{inputs['role']}/{inputs['member']}", {**inputs, "project": project}
+    return None
+
+
 def gcp_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tuple[str, dict[str, Any]]:
     """A GCP resource as its provider answers a create: its id (the API's resource path), selfLink, project."""
+    project = inputs.get("project") or gcp_project()
+    outside = _outside_compute(typ, inputs, project)
+    if outside is not None:
+        return outside
     physical = physical_name(logical, inputs, suffix)
     kind = typ.rsplit(":", 1)[-1].lower()
     where = (f"zones/{inputs['zone']}" if "zone" in inputs else f"regions/{inputs['region']}" if "region" in inputs
              else "global")
-    project = inputs.get("project") or gcp_project()
     resource_id = f"projects/{project}/{where}/{kind}s/{physical}"
     computed: dict[str, Any] = {}
     if kind not in GCP_WITHOUT_SELF_LINK:

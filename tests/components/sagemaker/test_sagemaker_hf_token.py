@@ -95,5 +95,6 @@ def test_the_package_schema_marks_the_token_secret():
     schema = json.loads((REPO / "components" / "schema.json").read_text())
     secret = {(name, key) for name, resource in schema["resources"].items()
               for key, prop in resource["inputProperties"].items() if prop.get("secret")}
-    assert secret == {("gemma4-t4:index:SageMakerT4Endpoint", "hfToken"), ("gemma4-t4:index:GceT4Server", "apiKey")}
+    assert secret == {("gemma4-t4:index:SageMakerT4Endpoint", "hfToken"), ("gemma4-t4:index:GceT4Server", "apiKey"),
+                      ("gemma4-t4:index:GceT4Server", "hfToken")}
     assert set(SECRET_KEYS) == {"hfToken", "apiKey"}
