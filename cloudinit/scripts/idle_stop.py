@@ -65,8 +65,9 @@ class Sample(NamedTuple):
 
 def progressed(state: dict, sample: Sample, cpu_s: float, rx_bytes: int, now: float) -> tuple[bool, str]:
     """(whether the boot made progress since the last check, which kind); CPU_S and RX_BYTES are the least CPU
-    time and download between two checks that count."""
+    time and download a minute that count, for the time since the last check (a minute, on the timer)."""
     into = "" if sample.phase_at is None else f", {(now - sample.phase_at) / 60:.1f} min into it"
+    share = max(now - state.get("checked_at", now - 60), 1.0) / 60
     if sample.phase in NO_PROGRESS:
         return False, f"the phase is {sample.phase}"
     if sample.reached > state.get("reached", 0):
@@ -75,10 +76,10 @@ def progressed(state: dict, sample: Sample, cpu_s: float, rx_bytes: int, now: fl
     # A unit started again has a new cgroup, counted from 0: all of its time is new.
     cpu_us = sum(now - before.get(unit, 0) if now >= before.get(unit, 0) else now
                  for unit, now in sample.cpu_us.items())
-    if cpu_us >= cpu_s * 1e6:
+    if cpu_us >= cpu_s * share * 1e6:
         return True, f"{cpu_us / 1e6:.0f} s of CPU in {sample.phase or 'the boot'}{into}"
     received = sample.rx_bytes - state.get("rx_bytes", sample.rx_bytes)
-    if received >= rx_bytes:
+    if received >= rx_bytes * share:
         return True, f"{received / 1e6:.0f} MB received in {sample.phase or 'the boot'}{into}"
     return False, "no new phase, no CPU work, no download"
 
@@ -184,8 +185,9 @@ def read_sample() -> Sample:
     """This check's Sample, from the phase record, the work units' cgroups and the network's counters (each
     path overridable for the tests)."""
     record = _read_json(os.environ.get("IDLE_PHASE_FILE", PHASE_FILE))
-    history = record.get("history") if isinstance(record.get("history"), list) else []
-    entries = [entry for entry in history if isinstance(entry, list) and len(entry) == 2]
+    history = record.get("history")
+    entries = [entry for entry in history if isinstance(entry, list) and len(entry) == 2] \
+        if isinstance(history, list) else []
     reached = len({phase for phase, _ in entries if phase not in NO_PROGRESS})
     cgroups = os.environ.get("IDLE_CGROUP_ROOT", CGROUP_ROOT)
     cpu_us = {}
@@ -229,7 +231,7 @@ def main(argv: list[str]) -> int:
     state, stop, why = decide(last, _fetch(os.environ["METRICS_URL"]), now, idle_minutes, window["started"],
                               bound_minutes, stall_minutes, progress)
     _write_json(state_file, {**state, "reached": max(sample.reached, last.get("reached", 0)),
-                             "cpu_us": sample.cpu_us, "rx_bytes": sample.rx_bytes})
+                             "cpu_us": sample.cpu_us, "rx_bytes": sample.rx_bytes, "checked_at": now})
     print(f"idle-stop: {why}")
     if stop:
         print("idle-stop: stopping the VM (the disks stay; `gemma4-t4 start` or `gcloud compute instances start` "

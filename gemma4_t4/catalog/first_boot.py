@@ -68,9 +68,9 @@ MARGIN = 1.25
 # its worst (300 s, the idle stop's timer does not run meanwhile) and an apt lock held by the image's own timers
 # (DPkg::Lock::Timeout=300 in provisioning) back to back, doubled.
 HEALTH_STALL_MINUTES = 20
-# What counts as progress between two checks of the idle stop (one a minute): this much CPU time in the
-# provisioning and vLLM units (a compiler, pip, vLLM's load: seconds a minute; a hung download: none), or this
-# much received over the network (a download at the worst rate: 600 MB a minute).
+# What counts as progress between two checks of the idle stop, a minute (scaled to the time between them): this
+# much CPU time in the provisioning and vLLM units (a compiler, pip, vLLM's load: tens of seconds a minute; a hung
+# download: none), or this much received over the network (a download at the worst rate: 600 MB a minute).
 PROGRESS_CPU_S = 5.0
 PROGRESS_RX_BYTES = 1_000_000
 

@@ -114,7 +114,7 @@ def test_what_counts_as_progress(idle):
                          rx_bytes=10)
     now = START + 150
     assert idle.progressed({}, sample, 5, 10**6, now) == (True, "a new phase (driver)")
-    last = {"reached": 2, "cpu_us": {"gemma4-t4-provision.service": 47_000_000}, "rx_bytes": 10}
+    last = {"reached": 2, "cpu_us": {"gemma4-t4-provision.service": 47_000_000}, "rx_bytes": 10, "checked_at": now - 60}
     assert idle.progressed(last, sample, 5, 10**6, now) == (False, "no new phase, no CPU work, no download")
     assert idle.progressed({**last, "cpu_us": {"gemma4-t4-provision.service": 44_000_000}}, sample, 5, 10**6,
                            now) == (True, "6 s of CPU in driver, 2.5 min into it")
@@ -123,6 +123,9 @@ def test_what_counts_as_progress(idle):
     assert idle.progressed({**last, "cpu_us": {"gemma4-vllm.service": 90_000_000}}, restarted, 5, 10**6, now)[0]
     downloading = idle.Sample(2, "model-download", START, {}, 10 + 2 * 10**6)
     assert idle.progressed(last, downloading, 5, 10**6, now) == (True, "2 MB received in model-download, 2.5 min into it")
+    # The least CPU a minute counts for the time since the last check: 3 s in 15 s is progress, 3 s in 60 s not.
+    assert idle.progressed({**last, "checked_at": now - 15}, sample, 5, 10**6, now)[0]
+    assert not idle.progressed({**last, "checked_at": now - 60}, sample, 5, 10**6, now)[0]
     # A retry loop works and downloads, and is no progress; nor is a failure.
     for phase in ("retrying", "failed"):
         busy = idle.Sample(3, phase, START, {"gemma4-t4-provision.service": 99_000_000}, 10**9)
