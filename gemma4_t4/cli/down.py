@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from .. import clouds
-from ..core.deploy import Deployment, DeployError
+from ..core.deploy import DeployError, Deployment
 from . import stack_run
 from .output import EXIT_INTERRUPTED, EXIT_OK, console, err_console
 

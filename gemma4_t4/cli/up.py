@@ -21,7 +21,7 @@ from ..core import plan as offline
 from ..core.deploy import Attempt, Deployment
 from ..errors import PROJECT, UsageError
 from . import stack_run
-from .output import EXIT_INTERRUPTED, EXIT_OK, console, err_console, fail, non_negative_int
+from .output import EXIT_INTERRUPTED, console, err_console, fail, non_negative_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -174,9 +174,46 @@ def test_ctrl_c_during_up_leaves_a_stack_that_up_finishes(world):
         assert child.poll() is None and time.monotonic() < deadline, child.communicate()
         time.sleep(0.2)
     os.killpg(child.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole foreground group
-    out, err = child.communicate(timeout=60)
+    _, err = child.communicate(timeout=60)
     assert child.returncode == 130, err
     assert "interrupted: stack gce-t4 is saved as far as it got" in err
     world.scenario()
     assert world.gemma("up", "gce-t4", "--yes", "--no-wait") == 0
     assert len(world.world()["instances"]) == 1
+
+
+@pytest.fixture
+def aws(moto, monkeypatch):
+    """An account on moto's server that may run one CodeBuild build."""
+    from aws_standin import add_codebuild_quota
+
+    moto.reset()
+    for key, value in moto.env().items():
+        monkeypatch.setenv(key, value)
+    add_codebuild_quota(monkeypatch, default=15.0, applied=1.0)
+    return moto
+
+
+G4DN = "ml.g4dn.xlarge for endpoint usage"
+
+
+def test_sagemaker_up_refuses_before_anything_is_made_without_the_endpoint_quota(world, aws, monkeypatch, capsys):
+    from aws_standin import add_sagemaker_quotas
+
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={})
+    assert world.gemma("up", "sagemaker-t4", "--yes", "--no-wait") == 1
+    err = capsys.readouterr().err
+    assert G4DN in err and "nothing was made" in err
+    assert not any("init" in call for call in world.argv())
+
+
+def test_sagemaker_up_then_down(world, aws, monkeypatch, capsys):
+    from aws_standin import add_sagemaker_quotas
+
+    add_sagemaker_quotas(monkeypatch, {G4DN: 1.0}, applied={})
+    assert world.gemma("up", "sagemaker-t4", "--yes", "--no-wait") == 0
+    out = capsys.readouterr()
+    assert "created aws:sagemaker/endpoint:Endpoint" in out.err and "gemma4-t4 query -s sagemaker-t4" in out.out
+    assert world.stack_file("sagemaker-t4")["aws:region"] == "us-east-2"  # the stack file's own, kept
+    assert world.gemma("down", "sagemaker-t4", "--yes") == 0
+    assert "nothing of the stack is left billing" in capsys.readouterr().out

@@ -10,6 +10,7 @@ from ...components.config import GceT4ServerSettings, gce_name
 from ...components.gce import provider_answers as answers
 from ...core.capacity import RegionsReport
 from ...core.cost import CostEstimate, CostItem
+from ...core.deploy import Attempt
 from ...core.failures import Failure
 from ...core.lifecycle import total_usd_per_month
 from ...core.offers import Offer
@@ -17,7 +18,6 @@ from ...core.plan import Invoke, Plan, StateStandIn, is_spot
 from ...core.preflight import Check, Needs
 from ...core.targets import Target
 from ...errors import PROJECT, ConfigError, Set, Unset
-from ...core.deploy import Attempt
 from ..base import Cloud, Feature, Move, Place, Placement, refuse_unknown_provider_keys
 from . import capacity, failures, lifecycle, preflight, up
 from .target import GceTarget

@@ -116,7 +116,8 @@ def read_disk(compute: Any, project: str, zone: str, name: str) -> DiskState | N
         raise TargetError(f"reading the data disk {name} in {zone}: {err.message}") from None
     # Disk.users and lastAttachTimestamp ("[Output Only] Last attach timestamp", REST Resource: disks): a disk no
     # VM ever attached has neither, the criterion the component uses too (provider_answers.disk_never_attached).
-    return DiskState(name, zone, int(disk.size_gb), str(disk.type_).rsplit("/", 1)[-1], disk_never_attached(list(disk.users), disk.last_attach_timestamp))
+    never = disk_never_attached(list(disk.users), disk.last_attach_timestamp)
+    return DiskState(name, zone, int(disk.size_gb), str(disk.type_).rsplit("/", 1)[-1], never)
 
 
 def delete_disk(compute: Any, project: str, zone: str, name: str, timeout_s: float = 300) -> None:
