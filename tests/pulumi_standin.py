@@ -127,6 +127,11 @@ def _refusal(config: dict[str, Any], zone: str, scenario: dict[str, Any]) -> str
         return (f"Error waiting for instance to create: Quota 'NVIDIA_T4_GPUS' exceeded.  Limit: 0.0 in region "
                 f"{region}.\n\tmetric name = compute.googleapis.com/nvidia_t4_gpus\n\tlimit name = "
                 "NVIDIA-T4-GPUS-per-project-region\n\tdimensions = map[region:" + region + "]")
+    if scenario.get("live_migration"):
+        # source: a GPU VM without scheduling.onHostMaintenance TERMINATE, via Terraform (iterative/cml#1398),
+        # wrapped as resourceComputeInstanceCreate wraps the insert call's rejection (automation-api.md §5).
+        return ("Error creating instance: googleapi: Error 400: Instances with guest accelerators do not support "
+                "live migration., badRequest")
     if scenario.get("global_quota"):
         # source: fastai/course-v3#165 (gcloud), after the provider's prefix.
         return "Error waiting for instance to create: Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 0.0 globally."
@@ -236,6 +241,12 @@ def _finish(events: Events, state: dict[str, Any], stack: str, verb: str, refuse
 def up(stack: str, event_log: str | None) -> int:
     states = _load(STATE, {})
     state = states[stack]
+    if state.get("locked"):
+        # source: go pkg/backend/diy/lock.go checkForLock (the DIY backend's lock, which py errors.py reads as
+        # ConcurrentUpdateError); the exit code is any non-zero (the SDK checks only that).
+        print("error: the stack is currently locked by 1 lock(s). Either wait for the other process(es) to end or "
+              "delete the lock file with `pulumi cancel`.", file=sys.stderr)
+        return 255
     state["locked"] = os.getpid()
     _save(STATE, states)
     events = Events(event_log)

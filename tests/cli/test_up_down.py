@@ -10,7 +10,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -69,6 +71,24 @@ class World:
 
     def gemma(self, *args: str) -> int:
         return main([*args, "--compute-endpoint", self.compute.endpoint])
+
+
+def _vllm_health() -> ThreadingHTTPServer:
+    """vLLM's OpenAI server as far as `wait` asks: /health answers 200 with an empty body
+    (vllm/entrypoints/openai/api_server.py)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200 if self.path == "/health" else 404)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 @pytest.fixture
@@ -217,3 +237,35 @@ def test_sagemaker_up_then_down(world, aws, monkeypatch, capsys):
     assert world.stack_file("sagemaker-t4")["aws:region"] == "us-east-2"  # the stack file's own, kept
     assert world.gemma("down", "sagemaker-t4", "--yes") == 0
     assert "nothing of the stack is left billing" in capsys.readouterr().out
+
+
+def test_a_failure_no_move_cures_shows_pulumis_diagnostic_and_moves_nowhere(world, capsys):
+    world.scenario(live_migration=True)
+    assert world.gemma("up", "gce-t4", "--yes", "--no-wait") == 1
+    err = capsys.readouterr().err
+    assert "Instances with guest accelerators do not support live migration" in err
+    assert "moving to" not in err and sum(1 for c in world.argv() if "up" in c) == 1
+
+
+def test_a_stack_locked_by_a_pulumi_killed_hard_says_how_to_unlock(world, capsys):
+    assert world.gemma("up", "gce-t4", "--yes", "--no-wait") == 0
+    state = json.loads((world.home / "state.json").read_text())
+    state["gce-t4"]["locked"] = 12345
+    (world.home / "state.json").write_text(json.dumps(state))
+    assert world.gemma("up", "gce-t4", "--yes", "--no-wait") == 1
+    assert "pulumi cancel --stack gce-t4 --yes" in capsys.readouterr().err
+
+
+def test_up_waits_for_the_first_answer_and_ends_with_the_query_line(world, fake_gcloud, monkeypatch, capsys):
+    """Not --no-wait: the stack's own IAP tunnel (tests/gcloud_standin.py) to a server answering /health as vLLM."""
+    vm = _vllm_health()
+    try:
+        env = fake_gcloud(dict(os.environ), vm_port=vm.server_address[1])
+        monkeypatch.setenv("PATH", env["PATH"])
+        monkeypatch.setenv("GCLOUD_STANDIN_VM_PORT", env["GCLOUD_STANDIN_VM_PORT"])
+        assert world.gemma("up", "gce-t4", "--yes") == 0
+    finally:
+        vm.shutdown()
+        vm.server_close()
+    out = capsys.readouterr().out
+    assert 'gemma4-t4 query -s gce-t4 "Name the four inner planets."' in out and "$0.4450/h" in out
