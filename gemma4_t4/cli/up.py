@@ -39,23 +39,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def _chosen(args: argparse.Namespace, config: dict[str, Any], new: bool) -> dict[str, str]:
-    """The values `up` writes into the stack file: what the user's flags say, and a new stack's provider keys."""
+def _chosen(args: argparse.Namespace, in_file: dict[str, Any]) -> dict[str, str]:
+    """The values `up` writes into the stack file: what the user's flags say, a stack without a file of its own gets
+    its cloud's shipped settings, and the provider's keys come from the user's cloud CLI configuration."""
     cloud = clouds.CLOUDS[args.cloud] if args.cloud else clouds.cloud_of_stack(args.stack)
-    named = str(config.get(f"{PROJECT}:cloud") or "")
+    named = str(in_file.get(f"{PROJECT}:cloud") or "")
     if cloud is not None and named and named != cloud.name and args.cloud:
         raise UsageError(f"stack {args.stack} is a {named} stack (its {PROJECT}:cloud): leave out --cloud {args.cloud}",
                          prog="gemma4-t4 up")
-    values: dict[str, str] = {}
-    if cloud is not None and not named and cloud.name != clouds.DEFAULT_CLOUD:
-        values[f"{PROJECT}:cloud"] = cloud.name
     chosen = cloud or clouds.CLOUDS[named or clouds.DEFAULT_CLOUD]
+    values: dict[str, str] = {}
+    if not in_file:  # no stack file yet: the cloud's own settings, as its shipped stack file has them
+        values.update({key: str(value) for key, value in chosen.preset.items() if key.startswith(f"{PROJECT}:")})
+    if not named and chosen.name != clouds.DEFAULT_CLOUD:
+        values[f"{PROJECT}:cloud"] = chosen.name
     if args.zone:
         values[f"{PROJECT}:zone"] = args.zone
     if args.spot:
         values[f"{PROJECT}:spot"] = "true"
-    values.update(chosen.user_config({**config, **values}))
-    return values
+    provider = chosen.user_config({**in_file, **values})
+    if not in_file and not provider:  # no configuration of the user's: the shipped stack file's (aws:region)
+        provider = {key: str(value) for key, value in chosen.preset.items() if not key.startswith(f"{PROJECT}:")}
+    return {**values, **provider}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -63,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     deployment = Deployment(args.stack, work_dir)
     new = not deployment.exists()
     in_file = stack_run.stack_file_config(work_dir, args.stack)
-    values = _chosen(args, {**in_file, **stack_run.defaults(work_dir)} if new else in_file, new)
+    values = _chosen(args, in_file)
     config, plan = stack_run.plan(args.stack, work_dir, values)
     cloud = clouds.plan_cloud(plan)
     choose = new and cloud.supports(clouds.Feature.ZONE_FAILOVER) and f"{PROJECT}:zone" not in {**in_file, **values}

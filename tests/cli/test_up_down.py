@@ -269,3 +269,16 @@ def test_up_waits_for_the_first_answer_and_ends_with_the_query_line(world, fake_
         vm.server_close()
     out = capsys.readouterr().out
     assert 'gemma4-t4 query -s gce-t4 "Name the four inner planets."' in out and "$0.4450/h" in out
+
+
+def test_a_new_sagemaker_stack_of_any_name_takes_the_users_aws_region(world, aws, monkeypatch, capsys):
+    from aws_standin import add_sagemaker_quotas
+
+    add_sagemaker_quotas(monkeypatch, {G4DN: 1.0}, applied={})
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-2")
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    assert world.gemma("up", "my-endpoint", "--cloud", "sagemaker", "--yes", "--no-wait") == 0
+    config = world.stack_file("my-endpoint")
+    assert config["gemma4-t4:cloud"] == "sagemaker" and config["aws:region"] == "us-east-2"
+    assert config["gemma4-t4:maxModelLen"] == "8192"  # the shipped sagemaker-t4's own setting
+    assert world.gemma("up", "my-endpoint", "--cloud", "gce", "--yes", "--no-wait") == 2
