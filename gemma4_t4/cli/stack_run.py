@@ -15,6 +15,7 @@ from .. import clouds
 from ..core import ops
 from ..core import plan as offline
 from ..core.deploy import Attempt
+from ..core.targets import TargetError
 from ..errors import PROJECT, UsageError
 from . import wait as wait_view
 from .output import EXIT_FAILED, EXIT_OK, add_check, add_stack, busy, console, err_console, fail
@@ -80,8 +81,14 @@ def place(cloud: clouds.Cloud, result: offline.Plan, config: dict[str, Any], cho
             bad = next(c for c in checks if not c.ok)
             fail("up", f"stack {result.stack}: {bad.name}: {bad.detail}; {bad.fix} (nothing was made)")
         return clouds.Placement({}, [])
-    with busy("asking where T4s are and where the project has quota"):
-        return cloud.place(config, clouds.needs(result, config), choose, endpoint)
+    try:
+        with busy("asking where T4s are and where the project has quota"):
+            return cloud.place(config, clouds.needs(result, config), choose, endpoint)
+    except TargetError as err:
+        if choose:
+            raise
+        # The stack's zone is set: `pulumi up` may still work there; only the failover lacks its map.
+        return clouds.Placement({}, [f"could not ask where T4s are ({err}): no zone failover this time"])
 
 
 def brief(result: offline.Plan) -> None:
@@ -130,7 +137,7 @@ def failed(stack: str, attempt: Attempt, verb: str) -> NoReturn:
                    "see Pulumi's output above (--verbose)"), detail or attempt.output)
 
 
-class _Failure(ops.TargetError):
+class _Failure(TargetError):
     pass
 
 
