@@ -30,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     stack_run.add_common(p)
     p.add_argument("--cloud", choices=list(clouds.CLOUDS),
                    help="the cloud of a new stack whose name does not say it (gce-t4 and sagemaker-t4 do)")
+    p.add_argument("--project", help="GCE: the GCP project (default: the stack file's gcp:project, else gcloud's)")
     p.add_argument("--zone", help="GCE: this zone, not the cheapest (a zone in the stack file wins too)")
     p.add_argument("--spot", action="store_true", help="GCE: a Spot VM (cheaper, may be preempted: then stopped)")
     p.add_argument("--moves", type=non_negative_int, default=clouds.FAILOVER_MOVES, metavar="N",
@@ -53,6 +54,8 @@ def _chosen(args: argparse.Namespace, in_file: dict[str, Any]) -> dict[str, str]
         values.update({key: str(value) for key, value in chosen.preset.items() if key.startswith(f"{PROJECT}:")})
     if not named and chosen.name != clouds.DEFAULT_CLOUD:
         values[f"{PROJECT}:cloud"] = chosen.name
+    if args.project:
+        values["gcp:project"] = args.project
     if args.zone:
         values[f"{PROJECT}:zone"] = args.zone
     if args.spot:

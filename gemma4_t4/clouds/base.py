@@ -220,7 +220,9 @@ class Cloud(ABC):
         usd = outputs.get("billing_after_destroy_usd_per_month")
         if not usd:
             return ["nothing of the stack is left billing"]
-        return [f"still billing: ${usd:,.2f}/month at list price (the stack's billing_after_destroy_usd_per_month)"]
+        kept = f"still billing: ${usd:,.2f}/month at list price (the stack's billing_after_destroy_usd_per_month)"
+        return [kept] if not delete_data else [kept, f"--delete-data deletes nothing on {self.name}: what it kept "
+                                               "was asked for in the stack's config (keepImages)"]
 
 
 def outputs_cloud(stack: str, outputs: Mapping[str, Any], known: Mapping[str, Cloud]) -> Cloud:

@@ -282,3 +282,12 @@ def test_a_new_sagemaker_stack_of_any_name_takes_the_users_aws_region(world, aws
     assert config["gemma4-t4:cloud"] == "sagemaker" and config["aws:region"] == "us-east-2"
     assert config["gemma4-t4:maxModelLen"] == "8192"  # the shipped sagemaker-t4's own setting
     assert world.gemma("up", "my-endpoint", "--cloud", "gce", "--yes", "--no-wait") == 2
+
+
+def test_without_a_project_anywhere_up_says_how_to_name_one_before_anything_is_made(world, monkeypatch, capsys):
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(world.home / "no-gcloud"))
+    assert world.gemma("up", "gce-t4", "--yes", "--no-wait") == 2
+    assert "gcp:project" in capsys.readouterr().err
+    assert not any("init" in call for call in world.argv())
+    assert world.gemma("up", "gce-t4", "--yes", "--no-wait", "--project", PROJECT) == 0
+    assert world.stack_file()["gcp:project"] == PROJECT
