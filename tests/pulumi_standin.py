@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in for the `pulumi` CLI as Pulumi's Automation API (Python SDK 3.272.0) drives it, first on PATH in the
-tests of `gemma4-t4 up` and `down`. It answers only what the SDK asks, as the CLI answers; the sources are in
-/work/shared/reference/automation-api.md (py = sdk/python/lib/pulumi/automation, go = the CLI at v3.259.0):
+tests of `gemma4-t4 up` and `down`. It answers only what the SDK asks, as the CLI answers (py = pulumi/pulumi
+sdk/python/lib/pulumi/automation as in PyPI pulumi 3.272.0, go = the CLI's sources at v3.259.0):
 
 - `version` (py _cmd.py PulumiCommand.__init__, no --non-interactive): v3.259.0, newer than 3.205.0, so the SDK
   serves the engine events over gRPC (py _stack.py _setup_event_log: `ver > VersionInfo(3, 205, 0)`) and passes
@@ -129,7 +129,7 @@ def _refusal(config: dict[str, Any], zone: str, scenario: dict[str, Any]) -> str
                 "NVIDIA-T4-GPUS-per-project-region\n\tdimensions = map[region:" + region + "]")
     if scenario.get("live_migration"):
         # source: a GPU VM without scheduling.onHostMaintenance TERMINATE, via Terraform (iterative/cml#1398),
-        # wrapped as resourceComputeInstanceCreate wraps the insert call's rejection (automation-api.md §5).
+        # wrapped as resourceComputeInstanceCreate wraps the insert call's rejection (terraform-provider-google).
         return ("Error creating instance: googleapi: Error 400: Instances with guest accelerators do not support "
                 "live migration., badRequest")
     if scenario.get("global_quota"):
@@ -184,7 +184,7 @@ def _gce_up(stack: str, config: dict[str, Any], events: Events, state: dict[str,
         (HOME / "hanging").write_text("1")
         CANCELLED.wait(60)
     if (refused := _refusal(config, zone, scenario)) is not None:
-        # source: automation-api.md §3: the provider's error as a diagnosticEvent on the resource's urn, then
+        # source: go display/progress.go and engine: the provider's error as a diagnosticEvent on the resource's urn, then
         # resOpFailedEvent (go apitype/events.go ResOpFailedEvent: status 0 OK... steps).
         events.send(diagnosticEvent={"urn": vm_urn, "prefix": "error: ", "message": refused + "\n",
                                      "color": "never", "severity": "error", "ephemeral": False})
@@ -301,7 +301,7 @@ def main(argv: list[str]) -> int:
     with open(HOME / "argv.log", "a") as log:
         log.write(json.dumps(argv) + "\n")
     if argv == ["version"]:
-        print("v3.259.0")  # source: automation-api.md §1 (CLI > 3.205.0: events over gRPC)
+        print("v3.259.0")  # source: py _stack.py _setup_event_log (CLI > 3.205.0: events over gRPC)
         return 0
     argv = argv[1:] if argv[:1] == ["--non-interactive"] else argv
     stack = _flag(argv, "--stack")

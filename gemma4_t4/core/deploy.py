@@ -3,8 +3,9 @@ Automation API (pulumi.automation), which drives the user's own `pulumi` CLI and
 progress arrives as engine events (the CLI renders them), and an attempt's outcome is data: what the engine
 created, and the resources it failed on with the provider's own words, for the cloud to read.
 
-How the Automation API drives the CLI, its event stream, its errors and Ctrl-C: /work/shared/reference/
-automation-api.md, which cites pulumi's sdk/python/lib/pulumi/automation sources (3.272.0) and the Go CLI.
+How the Automation API drives the CLI, its event stream, its errors and Ctrl-C: pulumi/pulumi's
+sdk/python/lib/pulumi/automation (_cmd.py, _stack.py, events.py, errors.py, as in PyPI pulumi 3.272.0) and the Go
+CLI's pkg/backend/cancellation_scope.go and pkg/backend/display/display.go.
 """
 
 from __future__ import annotations
@@ -105,8 +106,9 @@ def graceful_interrupt(progress: Progress) -> Iterator[list[bool]]:
     cancels by itself (stops starting steps, lets the running ones finish, saves the state, releases the lock:
     pkg/backend/cancellation_scope.go). Python's default would raise KeyboardInterrupt inside the SDK, which
     closes the CLI's pipes, so the CLI may die mid-cancel (SIGPIPE) and leave pending operations and a lock
-    (automation-api.md §4). So the first Ctrl-C is only noted (the flag yields True) and the SDK waits for the
-    CLI's own end; a second one interrupts at once, as the CLI's second ^C terminates."""
+    (_cmd.py PulumiCommand.run; CPython's Popen.__exit__). So the first Ctrl-C is only noted (the flag yields
+    True) and the SDK waits for the CLI's own end; a second one interrupts at once, as the CLI's second ^C
+    terminates."""
     seen = [False]
     if threading.current_thread() is not threading.main_thread():
         yield seen

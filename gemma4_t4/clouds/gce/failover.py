@@ -2,7 +2,7 @@
 from preflight's live answers), and where it goes next when creating the VM is refused for want of T4s in the
 zone or of quota in the region; and the data disk such an attempt made, deleted only when no VM ever attached it.
 
-How the provider prints the refusals (automation-api.md §5, which cites them): terraform-provider-google's
+How the provider prints the refusals: terraform-provider-google's
 resourceComputeInstanceCreate wraps the operation's failure as "Error waiting for instance to create: MESSAGE"
 (common_operation.go OperationWait, compute_operation.go ComputeOperationError.Error), the code
 (ZONE_RESOURCE_POOL_EXHAUSTED, QUOTA_EXCEEDED) not printed, so the message is what is matched:
