@@ -21,9 +21,15 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "gce"
 FILTER = re.compile(r'name\s*=\s*"?(?P<name>[\w-]+)"?')
 
 
+DISK = re.compile(r"^/compute/v1/projects/(?P<project>[^/]+)/zones/(?P<zone>[^/]+)/(?P<kind>disks|operations)/"
+                  r"(?P<name>[^/?]+)$")
+
+
 class _Handler(BaseHTTPRequestHandler):
     project: ClassVar[str] = ""
     requests: ClassVar[list[str]] = []
+    # The disks `gemma4-t4 up` and `down` read and delete: tests/pulumi_standin.py's world file, when given.
+    world: ClassVar[Path | None] = None
 
     def log_message(self, *args: Any) -> None:
         pass
@@ -41,6 +47,9 @@ class _Handler(BaseHTTPRequestHandler):
         elif url.path == f"{base}/aggregated/acceleratorTypes":
             # source: the recorded body, filtered as the API filters (see _accelerators).
             self._json(self._accelerators(parse_qs(url.query).get("filter", [""])[0]))
+        elif (disk := DISK.match(url.path)) is not None and self._world_disk(disk) is not None:
+            # source: the disk as tests/pulumi_standin.py made it (REST Resource: disks, cited there).
+            self._json(self._world_disk(disk) or {})
         elif url.path.startswith("/compute/v1/projects/"):
             resource = url.path.removeprefix("/compute/v1/")
             message = f"The resource '{resource}' was not found"
@@ -52,6 +61,29 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             # not stood in: a path outside the Compute API; the client raises on the 400.
             self._json({"error": {"code": 400, "message": "bad path"}}, 400)
+
+    def _world_disk(self, found: re.Match) -> dict[str, Any] | None:
+        if self.world is None or found["kind"] != "disks" or not self.world.is_file():
+            return None
+        return json.loads(self.world.read_text())["disks"].get(f"{found['zone']}/{found['name']}")
+
+    def do_DELETE(self) -> None:
+        url = urlparse(self.path)
+        self.requests.append(f"DELETE {self.path}")
+        found = DISK.match(url.path)
+        if found is None or self.world is None or self._world_disk(found) is None:
+            # not stood in: deleting anything but a disk of the world (or one that is not there).
+            self._json({"error": {"code": 404, "message": f"The resource '{url.path}' was not found"}}, 404)
+            return
+        world = json.loads(self.world.read_text())
+        world["disks"].pop(f"{found['zone']}/{found['name']}")
+        self.world.write_text(json.dumps(world))
+        base = f"https://www.googleapis.com/compute/v1/projects/{found['project']}/zones/{found['zone']}"
+        # source: Compute Engine v1 REST Resource: zoneOperations (compute#operation: name, operationType delete,
+        # targetLink, status DONE, progress 100), as disks.delete answers once done.
+        self._json({"kind": "compute#operation", "id": "1", "name": f"operation-delete-{found['name']}",
+                    "zone": base, "operationType": "delete", "targetLink": f"{base}/disks/{found['name']}",
+                    "status": "DONE", "progress": 100, "selfLink": f"{base}/operations/operation-delete"})
 
     def _accelerators(self, query: str) -> dict[str, Any]:
         doc = json.loads((FIXTURES / "accelerator-types.json").read_text())
@@ -71,8 +103,8 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class ComputeStandIn:
-    def __init__(self, project: str = "gemma-proj"):
-        handler = type("Handler", (_Handler,), {"project": project, "requests": []})
+    def __init__(self, project: str = "gemma-proj", world: Path | None = None):
+        handler = type("Handler", (_Handler,), {"project": project, "requests": [], "world": world})
         self.requests: list[str] = handler.requests
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -84,6 +116,11 @@ class ComputeStandIn:
     def __exit__(self, *exc: Any) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
 
     def client_kwargs(self) -> dict[str, Any]:
         from google.api_core.client_options import ClientOptions

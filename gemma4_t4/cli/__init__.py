@@ -12,7 +12,7 @@ from typing import NoReturn
 from .. import __version__
 from ..core import failures
 from ..errors import UsageError
-from . import bench, cost, fit, logs, mcp, plan, preflight, query, start, status, stop, wait, zones
+from . import bench, cost, down, fit, logs, mcp, plan, preflight, query, start, status, stop, up, wait, zones
 from .examples import EXAMPLES
 from .output import err_console, print_failure
 
@@ -28,7 +28,7 @@ pulumi's, a server's error page), --debug (or GEMMA4_T4_DEBUG=1) the traceback; 
 failure is also a JSON document on stdout: {"schema_version", "ok": false, "error": {"kind",
 "message", "exit_code", "detail"}}"""
 
-COMMANDS = (plan, preflight, cost, zones, fit, status, wait, query, logs, bench, stop, start, mcp)
+COMMANDS = (up, down, plan, preflight, cost, zones, fit, status, wait, query, logs, bench, stop, start, mcp)
 
 
 class Parser(argparse.ArgumentParser):

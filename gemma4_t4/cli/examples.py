@@ -1,6 +1,9 @@
 """The examples each command's --help ends with."""
 
 EXAMPLES: dict[str, tuple[str, ...]] = {
+    "up": ("gemma4-t4 up", "gemma4-t4 up gce-t4 --spot --zone us-central1-a",
+           "gemma4-t4 up sagemaker-t4 --yes --no-wait", "gemma4-t4 up my-endpoint --cloud sagemaker"),
+    "down": ("gemma4-t4 down", "gemma4-t4 down gce-t4 --delete-data --yes"),
     "plan": ("gemma4-t4 plan gce-t4", "gemma4-t4 plan -s sagemaker-t4 --config gemma4-t4:maxModelLen=8192 --json"),
     "preflight": ("gemma4-t4 preflight gce-t4", "gemma4-t4 preflight -s gce-t4 --all-regions",
                   "gemma4-t4 preflight sagemaker-t4 --all-regions --regions us-east-1,us-west-2"),

@@ -20,8 +20,9 @@ from ..core.ops import stack_outputs
 from ..core.preflight import Check, Needs
 from ..core.targets import HttpTarget, Target, TargetError
 from ..errors import PROJECT, STACK_CONFIG
-from .base import Cloud, Feature, Place, outputs_cloud
-from .stack_config import all_keys, config_keys, stack_defaults
+from .base import Cloud, Feature, Move, Place, Placement, outputs_cloud
+from .gce.failover import MOVES as FAILOVER_MOVES
+from .stack_config import DEFAULT_CLOUD, all_keys, config_keys, stack_defaults
 
 CLOUDS: dict[str, Cloud] = {}
 
@@ -213,9 +214,13 @@ def estimate(stack: str, overrides: Sequence[str] = (), project_dir: Path | None
 
 __all__ = [
     "CLOUDS",
+    "DEFAULT_CLOUD",
+    "FAILOVER_MOVES",
     "Cloud",
     "Feature",
+    "Move",
     "Place",
+    "Placement",
     "all_keys",
     "cloud_of_stack",
     "config_keys",

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 from ..components.config import ServingSettings
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate
+from ..core.deploy import Attempt
 from ..core.failures import Failure
 from ..core.lifecycle import Machine, NotStoppable
 from ..core.offers import Offer
@@ -57,6 +58,26 @@ class Feature(enum.Enum):
     BOOT_WATCH = "watch the server's first boot through the cloud's API"
     BLOCKING_QUERY = "answer a query in one reply however long it takes (no stream)"
     NAMED_ENDPOINT = "reach a server by its endpoint's name and region (--endpoint NAME --region REGION)"
+    ZONE_FAILOVER = "pick the cheapest zone with quota, and move to the next when the cloud has no capacity"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where `up` puts a stack: the config it sets (a new stack's zone), what it saw, and the live report the
+    failover reads (None: the cloud does not fail over)."""
+
+    config: Mapping[str, str]
+    lines: list[str]
+    report: RegionsReport | None = None
+
+
+@dataclass(frozen=True)
+class Move:
+    """After a failed `up`: the zone to try next ("" with STOP: no move cures it, and why), and what was done."""
+
+    zone: str
+    lines: list[str]
+    stop: str = ""
 
 
 @dataclass
@@ -173,6 +194,35 @@ class Cloud(ABC):
     @abstractmethod
     def cost(self, plan: Plan, estimate: CostEstimate) -> None:
         """Fill in what bills beyond the contract's outputs: a stopped state's bill, the disks, notes."""
+
+    # --- `gemma4-t4 up` and `down` -----------------------------------------------------------------
+
+    def user_config(self, config: Mapping[str, Any]) -> dict[str, str]:
+        """The provider's keys CONFIG lacks, from the user's own cloud CLI configuration (gcloud's project, AWS's
+        region), for a stack `up` makes."""
+        return {}
+
+    def place(self, config: Mapping[str, Any], needs: Needs, choose: bool, endpoint: str | None) -> Placement:
+        """Where the stack goes (Feature.ZONE_FAILOVER; CHOOSE: a new stack whose zone nobody named)."""
+        return Placement({}, [])
+
+    def spot_offer(self, config: Mapping[str, Any]) -> str:
+        """Spot's price where the stack goes and what a preemption does ("" where the cloud has no Spot)."""
+        return ""
+
+    def recover(self, attempt: Attempt, config: Mapping[str, Any], placement: Placement, tried: list[str],
+                endpoint: str | None) -> Move | None:
+        """After an `up` that failed: the move that may cure it (Feature.ZONE_FAILOVER), None for none."""
+        return None
+
+    def after_down(self, outputs: Mapping[str, Any], delete_data: bool, endpoint: str | None) -> list[str]:
+        """What still bills after `down` (from the stack's outputs before it), deleted with DELETE_DATA."""
+        usd = outputs.get("billing_after_destroy_usd_per_month")
+        if not usd:
+            return ["nothing of the stack is left billing"]
+        kept = f"still billing: ${usd:,.2f}/month at list price (the stack's billing_after_destroy_usd_per_month)"
+        return [kept] if not delete_data else [kept, f"--delete-data deletes nothing on {self.name}: what it kept "
+                                               "was asked for in the stack's config (keepImages)"]
 
 
 def outputs_cloud(stack: str, outputs: Mapping[str, Any], known: Mapping[str, Cloud]) -> Cloud:

@@ -11,7 +11,10 @@ from .tools import TOOLS
 TOOL_OF_COMMAND = {tool.COMMAND: tool.NAME for tool in TOOLS}
 
 # Commands with no tool, and why.
-NO_TOOL = {"mcp": "it is the server that offers the tools"}
+NO_TOOL = {"mcp": "it is the server that offers the tools",
+           "up": "it spends money after asking a person (a terminal's yes, or --yes), and runs for up to an hour: "
+                 "the CLI's, not an agent's; the tools plan, check and cost a stack (plan, preflight, cost)",
+           "down": "it destroys a stack after asking a person: the CLI's, as `up` is"}
 
 # A CLI option's name (its argparse dest) -> the tool's argument, where the tool names it otherwise.
 RENAMED = {

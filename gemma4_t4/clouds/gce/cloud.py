@@ -10,6 +10,7 @@ from ...components.config import GceT4ServerSettings, gce_name
 from ...components.gce import provider_answers as answers
 from ...core.capacity import RegionsReport
 from ...core.cost import CostEstimate, CostItem
+from ...core.deploy import Attempt
 from ...core.failures import Failure
 from ...core.lifecycle import total_usd_per_month
 from ...core.offers import Offer
@@ -17,8 +18,8 @@ from ...core.plan import Invoke, Plan, StateStandIn, is_spot
 from ...core.preflight import Check, Needs
 from ...core.targets import Target
 from ...errors import PROJECT, ConfigError, Set, Unset
-from ..base import Cloud, Feature, Place, refuse_unknown_provider_keys
-from . import capacity, failures, lifecycle, preflight
+from ..base import Cloud, Feature, Move, Place, Placement, refuse_unknown_provider_keys
+from . import capacity, failures, lifecycle, preflight, up
 from .target import GceTarget
 
 if TYPE_CHECKING:
@@ -160,6 +161,22 @@ class Gce(Cloud):
                                   "time; the disks and the address bill at the usual prices)")
         estimate.notes.append("`gemma4-t4 stop --stack STACK` ends the machine and GPU bills and keeps both disks; "
                               "`pulumi destroy` deletes the VM and its boot disk (after_destroy: what still bills)")
+
+    def user_config(self, config: Mapping[str, Any]) -> dict[str, str]:
+        return up.user_config(config)
+
+    def place(self, config: Mapping[str, Any], needs: Needs, choose: bool, endpoint: str | None) -> Placement:
+        return up.place(config, needs, choose, endpoint)
+
+    def spot_offer(self, config: Mapping[str, Any]) -> str:
+        return up.spot_offer(str(config.get(f"{PROJECT}:zone", "")))
+
+    def recover(self, attempt: Attempt, config: Mapping[str, Any], placement: Placement, tried: list[str],
+                endpoint: str | None) -> Move | None:
+        return up.recover(attempt, config, placement, tried, endpoint)
+
+    def after_down(self, outputs: Mapping[str, Any], delete_data: bool, endpoint: str | None) -> list[str]:
+        return up.after_down(outputs, delete_data, endpoint)
 
 
 GCE = Gce()

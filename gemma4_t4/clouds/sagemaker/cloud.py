@@ -127,6 +127,8 @@ class SageMaker(Cloud):
         Feature.BOOT_WATCH: NO_BOOT_WATCH,
         Feature.BLOCKING_QUERY: f"SageMaker cuts a real-time invocation at {SAGEMAKER_INVOKE_LIMIT_S} s "
                                 "(InvokeEndpoint): a reply is streamed",
+        Feature.ZONE_FAILOVER: "an endpoint is placed by SageMaker within its region: `up` checks the endpoint "
+                               "quota and the image builder first instead",
     }
     counterparts: ClassVar[Mapping[str, str]] = {
         "maxRunHours": "endpointTtl (EventBridge Scheduler deletes the endpoint)",
@@ -234,6 +236,16 @@ class SageMaker(Cloud):
         if not plan.find(CODEBUILD_PROJECT):
             estimate.notes.append(LOCAL_BUILD_NOTE)
         estimate.notes.append(NOT_STOPPABLE)
+
+    def user_config(self, config: Mapping[str, Any]) -> dict[str, str]:
+        """aws:region from the user's AWS configuration (AWS_REGION, AWS_DEFAULT_REGION, the profile's region in
+        ~/.aws/config: boto3's Session.region_name, "Configuring credentials" in the boto3 guide)."""
+        if config.get("aws:region"):
+            return {}
+        import boto3
+
+        region = boto3.session.Session().region_name
+        return {"aws:region": region} if region else {}
 
 
 SAGEMAKER = SageMaker()
