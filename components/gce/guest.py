@@ -146,12 +146,16 @@ _BlockStyleDumper.add_representer(
 def render_serving_env(serving_args: list[str], port: int = 8000, checkpoint_bytes: int = 0,
                        api_key: str | None = None) -> str:
     """The value of the VM's SERVING_METADATA_KEY: vllm.env as the guest writes it. Deterministic. With API_KEY,
-    vLLM's key as its environment variable (catalog.vllm.API_KEY_ENV), not a flag a process listing shows."""
+    vLLM's key as its environment variable (catalog.vllm.API_KEY_ENV), not a flag a process listing shows, and the
+    guest's key gate on every route (catalog.vllm.KEY_GATE_MIDDLEWARE: vLLM itself checks the key on /v1 only)."""
+    if api_key is not None:
+        serving_args = [*serving_args, "--middleware", catalog.vllm.KEY_GATE_MIDDLEWARE]
     values = vllm_env(serving_args, port, checkpoint_bytes)
     if api_key is not None:
         if not api_key or any(c.isspace() for c in api_key):
             raise ValueError("the API key is empty or holds whitespace: it is one line of vLLM's environment file")
         values[catalog.vllm.API_KEY_ENV] = api_key
+        values["PYTHONPATH"] = LIB_DIR  # where the key gate's module is (cloudinit/scripts/vllm_key_gate.py)
     text = _env_file(values)
     if len(text.encode()) > GCE_METADATA_VALUE_LIMIT:
         raise ValueError(f"the serving values are {len(text.encode())} bytes; GCE allows {GCE_METADATA_VALUE_LIMIT}")

@@ -235,6 +235,11 @@ DEFAULT_NETWORK_RULE_PRIORITY = 65534
 # reach.
 FIREWALL_ALLOW_PRIORITY = 0
 FIREWALL_DENY_PRIORITY = 1
+# The widest source range apiSourceRanges admits to vLLM's port: an IPv4 /8, the largest block one organization
+# holds (IANA's IPv4 address space registry allocates in /8 units; RFC 1918's 10.0.0.0/8 is the widest private
+# network). Anything wider (0.0.0.0/1 and 128.0.0.0/1, which together are /0) spans unrelated networks: it is "the
+# internet", however it is split. The VM has no IPv6 address, so an IPv6 range is refused outright.
+API_SOURCE_MIN_PREFIX = 8
 
 # Cloud NAT, Public NAT (cloud.google.com/nat/pricing, read 2026-12-05 through the stored copy the `search` tool
 # returns): per hour "$0.0014 * the number of VM instances that are using the gateway" (up to 32), "$0.045" per

@@ -28,7 +28,7 @@ import grpc
 import yaml
 
 from .. import catalog
-from ..errors import PROJECT, ConfigError, UsageError
+from ..errors import PROJECT, UNDECRYPTED_SECRET, ConfigError, UsageError
 from .cost import CostEstimate
 
 # The stack program, by module name: run as Pulumi runs a program, never imported by the core.
@@ -128,7 +128,7 @@ def apply_override(config: dict[str, Any], override: str) -> None:
     node[nested[-1]] = value
 
 
-SECRET_PLACEHOLDER = "[secret]"
+SECRET_PLACEHOLDER = UNDECRYPTED_SECRET
 
 
 def secret_keys(config: dict[str, Any]) -> list[str]:

@@ -15,6 +15,7 @@ from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.gce.standins import MOCK_GCP_PROJECT
 from gemma4_t4.components import GceT4Server, InvalidArgs
 from gemma4_t4.components.gce.guest import render_serving_env
+from gemma4_t4.errors import ConfigError
 from gemma4_t4.core import plan as offline
 from gemma4_t4.core.cost import CostEstimate
 from gemma4_t4.core.targets import HttpTarget, TargetError
@@ -114,6 +115,48 @@ def test_refused_at_preview_with_the_key_and_the_fix(refused_stack, overrides, k
     assert error.key == key
     assert fix in error.fix
     assert partial.resources == [], "a refused config must create no resource"
+
+
+def refused_exposed(monkeypatch, *overrides: str, key_value: str = KEY) -> tuple[ConfigError, offline.Plan]:
+    """The exposed stack under `pulumi preview`, which decrypts the `secure:` apiKey and hands the program its value
+    marked secret (the offline plan, which cannot decrypt, hands a placeholder): the engine's decryption stood in
+    for by the value the test gives."""
+    config = clouds.stack_config("gce-t4", (*EXPOSED, *overrides), REPO)
+    config["gemma4-t4:apiKey"] = {"secure": "AAABAGVuY3J5cHRlZA=="}
+    as_string = offline._as_config_string
+    monkeypatch.setattr(offline, "_as_config_string",
+                        lambda value: key_value if value == config["gemma4-t4:apiKey"] else as_string(value))
+    partial = offline.Plan("gce-t4")
+    with pytest.raises(ConfigError) as caught:
+        clouds.offline_plan("gce-t4", config, plan=partial)
+    return caught.value, partial
+
+
+@pytest.mark.parametrize("overrides,key_value,key,fix", [
+    # The stack passes apiKey as a secret Output: its value is checked all the same, before anything exists.
+    ((), "short-key", "gemma4-t4:apiKey", "pulumi config set --secret gemma4-t4:apiKey"),
+    # Two halves of the internet are the internet: nothing wider than a /8 is admitted.
+    (("apiSourceRanges=0.0.0.0/1,128.0.0.0/1",), KEY, "gemma4-t4:apiSourceRanges",
+     "(the networks that call vLLM, each /8 or narrower)"),
+    (("apiSourceRanges=10.0.0.0/7",), KEY, "gemma4-t4:apiSourceRanges", "apiSourceRanges CIDR"),
+], ids=["short-secret-key", "two-halves", "slash-7"])
+def test_exposure_refused_at_preview_naming_the_key_and_the_fix(monkeypatch, overrides, key_value, key, fix):
+    error, partial = refused_exposed(monkeypatch, *overrides, key_value=key_value)
+    assert error.key == key and fix in error.fix
+    assert "short-key" not in str(error), "a credential is never shown"
+    assert partial.resources == [], "a refused config must create no resource"
+
+
+def test_a_short_secret_key_is_refused_in_a_python_program_too():
+    with pytest.raises(InvalidArgs) as caught:
+        component_plan(lambda: {"api_key": pulumi.Output.secret("short-key")}, host="0.0.0.0",
+                       allow_non_loopback_host=True, api_source_ranges=["10.0.0.0/8"])
+    assert caught.value.key == "api_key" and "short-key" not in str(caught.value)
+
+
+def test_a_slash_8_is_the_widest_range_admitted(run_stack):
+    plan = exposed_stack(run_stack, "apiSourceRanges=10.0.0.0/8")
+    assert rules_of(plan)["allow-api"]["sourceRanges"] == ["10.0.0.0/8"]
 
 
 def test_non_loopback_without_source_ranges_is_refused_even_with_a_key():
@@ -266,3 +309,11 @@ def test_the_operator_tools_send_the_key_from_the_environment(keyed_vllm, monkey
     assert HttpTarget(keyed_vllm).health(), "/health answers without the key"
     monkeypatch.setenv("VLLM_API_KEY", KEY)
     assert HttpTarget(keyed_vllm)._request("GET", "/v1/models").json()["data"][0]["id"] == "m"
+
+
+def test_preview_warns_who_reads_the_key_in_the_metadata(run_stack, caplog):
+    exposed_stack(run_stack)
+    assert any("apiKey is in the VM's metadata" in r.message and r.levelname == "WARNING" for r in caplog.records)
+    caplog.clear()
+    run_stack("gce-t4")
+    assert not any("apiKey" in r.message for r in caplog.records), "no key, no warning"
