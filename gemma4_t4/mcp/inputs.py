@@ -9,8 +9,9 @@ Stack = Annotated[str, Field(description="a stack of this project, by its own na
 Overrides = Annotated[list[str], Field(description="config overrides as `pulumi config set` takes them, "
                                                    "e.g. gemma4-t4:maxModelLen=8192 (labels.team=ml: --path)")]
 # Where a server is: exactly one of url, stack (endpoint and region only to confirm the stack's own).
-Url = Annotated[str | None, Field(description="an OpenAI-compatible server on loopback, e.g. http://127.0.0.1:8000 "
-                                              "(another host only if the server was started with --allow-url)")]
+Url = Annotated[str | None, Field(description="an OpenAI-compatible server on loopback, by its origin, e.g. "
+                                              "http://127.0.0.1:8000 (no path or query; another host only if the "
+                                              "server was started with --allow-url); never sent the stack's key")]
 StackName = Annotated[str | None, Field(description="a deployed stack, e.g. gce-t4 (reads `pulumi stack output`; "
                                                     "a GCE stack's own IAP tunnel is opened on a free local port, "
                                                     "and closed)")]

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from ..core.targets import TargetError
+from ..core.targets import TargetError, server_url
 
 REFUSED = "refused: "
 
@@ -160,11 +160,9 @@ class Urls:
     def check(self, url: str) -> str:
         # httpx parses it here as HttpTarget's client will when it connects: one reading of the host.
         try:
-            parsed = httpx.URL(url)
-        except httpx.InvalidURL as err:
-            raise OutOfScope(f"{REFUSED}url {url}: {err}") from None
-        if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise OutOfScope(f"{REFUSED}url {url}: give http(s)://host:port, e.g. http://127.0.0.1:8000")
+            parsed = httpx.URL(server_url(url))
+        except TargetError as err:
+            raise OutOfScope(f"{REFUSED}{err}") from None
         if is_loopback(parsed.host) or _origin(parsed) in {_origin(httpx.URL(a)) for a in self.allowed}:
             return url
         allowed = ", ".join(self.allowed) or "none"

@@ -18,6 +18,7 @@ from gemma4_t4.components.gce.guest import render_serving_env
 from gemma4_t4.errors import ConfigError
 from gemma4_t4.core import plan as offline
 from gemma4_t4.core.cost import CostEstimate
+from gemma4_t4.clouds.gce.target import GceTarget
 from gemma4_t4.core.targets import HttpTarget, TargetError
 
 INSTANCE = "gcp:compute/instance:Instance"
@@ -302,13 +303,17 @@ def keyed_vllm():
     server.shutdown()
 
 
-def test_the_operator_tools_send_the_key_from_the_environment(keyed_vllm, monkeypatch):
+def test_a_stacks_target_sends_the_key_from_the_environment_and_a_named_url_never(keyed_vllm, monkeypatch):
     monkeypatch.delenv("VLLM_API_KEY", raising=False)
     with pytest.raises(TargetError, match="HTTP 401"):
-        HttpTarget(keyed_vllm)._request("GET", "/v1/models")
+        GceTarget(keyed_vllm)._request("GET", "/v1/models")
     assert HttpTarget(keyed_vllm).health(), "/health answers without the key"
     monkeypatch.setenv("VLLM_API_KEY", KEY)
-    assert HttpTarget(keyed_vllm)._request("GET", "/v1/models").json()["data"][0]["id"] == "m"
+    # The stack's own VM (its tunnel's local port; here the keyed server stands in for it): the key goes.
+    assert GceTarget(keyed_vllm)._request("GET", "/v1/models").json()["data"][0]["id"] == "m"
+    # A url a caller names, loopback or not, is not the stack's: the key never goes there.
+    with pytest.raises(TargetError, match="HTTP 401"):
+        clouds.resolve_target(url=keyed_vllm)._request("GET", "/v1/models")
 
 
 def test_preview_warns_who_reads_the_key_in_the_metadata(run_stack, caplog):
