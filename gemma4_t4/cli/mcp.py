@@ -11,6 +11,7 @@ else is refused before anything is contacted (docs/mcp.md)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from .output import EXIT_OK, EXIT_USAGE, fail, positive_int
@@ -62,7 +63,17 @@ def run(args: argparse.Namespace) -> int:
         refuse_broad_workdir(args.workdir)
     except ValueError as err:
         return fail("mcp", str(err), EXIT_USAGE)
-    server.serve(args.transport, args.port, project_dir=args.project_dir, workdir=args.workdir,
+    token = None
+    if args.transport == "streamable-http":
+        try:
+            token, made = server.http_token()
+        except ValueError as err:
+            return fail("mcp", str(err), EXIT_USAGE)
+        if made:  # printed once, on stderr: the client's config takes it; it is never written anywhere
+            print(f"gemma4-t4 mcp: http://127.0.0.1:{args.port}/mcp asks every request for this token "
+                  f"(Authorization: Bearer TOKEN; set ${server.TOKEN_ENV} to choose it): {token}",
+                  file=sys.stderr, flush=True)
+    server.serve(args.transport, args.port, token=token, project_dir=args.project_dir, workdir=args.workdir,
                  allow_urls=args.allow_url,
                  endpoint_url=args.endpoint_url, compute_endpoint=args.compute_endpoint)
     return EXIT_OK

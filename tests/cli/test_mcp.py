@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from compute_standin import ComputeStandIn
 from conftest import REPO, SERVED, free_port, run
@@ -578,30 +579,62 @@ def test_fit_runs_the_checker_in_every_fit_environment(fit_environments):
     assert all(report["target"] == "sm_75" and report["fits"] for report in fit.data["reports"])
 
 
-def test_streamable_http_on_loopback():
+MCP_TOKEN = "t" * 40
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "curl", "version": "0"}}}
+STOP = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "stop", "arguments": {"stack": "gce-t4"}}}
+
+
+def test_streamable_http_on_loopback_asks_every_request_for_its_token():
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "gemma4_t4", "mcp", "--transport", "streamable-http", "--port",
-                               str(port)], cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                               str(port)], cwd=REPO, env=_env({"GEMMA4_T4_MCP_TOKEN": MCP_TOKEN}),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/mcp"
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     try:
         async def main():
             deadline = time.monotonic() + 30
             while True:
                 try:
-                    async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write), \
+                    # The probe: a bare request (curl's), initialize then tools/call stop, with no token or a wrong one.
+                    async with httpx2.AsyncClient() as bare:
+                        refused = [(await bare.post(url, json=body, headers={**headers, **extra})).status_code
+                                   for body in (INITIALIZE, STOP)
+                                   for extra in ({}, {"Authorization": "Bearer " + "x" * 40})]
+                    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {MCP_TOKEN}"}) as authorized, \
+                            streamable_http_client(url, http_client=authorized) as (read, write), \
                             ClientSession(read, write) as client:
                         await client.initialize()
                         tools = {tool.name for tool in (await client.list_tools()).tools}
-                        return tools, await call(client, "cost", stack="sagemaker-t4")
-                except Exception:
+                        return refused, tools, await call(client, "cost", stack="sagemaker-t4")
+                except httpx2.TransportError:
                     if time.monotonic() > deadline or server.poll() is not None:
                         raise
                     await anyio.sleep(0.5)
 
-        tools, cost = anyio.run(main)
+        refused, tools, cost = anyio.run(main)
     finally:
         server.terminate()
         server.wait(timeout=10)
+    assert refused == [401, 401, 401, 401]
     assert tools == TOOLS and cost.data["cloud"] == "sagemaker" and cost.data["stopped_usd_per_month"] is None
+
+
+def test_without_a_given_token_one_is_made_and_printed_once_and_a_short_one_is_refused():
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "gemma4_t4", "mcp", "--transport", "streamable-http", "--port",
+                               str(port)], cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        line = server.stderr.readline()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    token = line.rsplit(": ", 1)[1].strip()
+    assert f"http://127.0.0.1:{port}/mcp asks every request for this token" in line and len(token) >= 32
+    short = cli("mcp", "--transport", "streamable-http", "--port", str(port), env={"GEMMA4_T4_MCP_TOKEN": "short"})
+    assert short.returncode == 2 and "GEMMA4_T4_MCP_TOKEN is shorter than 32 characters" in short.stderr
 
 
 # --- the CLI and the tools cannot drift apart -----------------------------------------------------------
