@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import httpx
 
 from .. import catalog
+from .untrusted import defang
 
 
 class TargetError(RuntimeError):
@@ -59,7 +60,7 @@ def http_cause(response: httpx.Response) -> str:
             message = cause(text)
     phrase = response.reason_phrase or ""
     line = f"HTTP {response.status_code}" + (f" {phrase}" if phrase and phrase not in message else "")
-    message = " ".join(message.split())
+    message = defang(" ".join(message.split()))  # the server's words: no escape sequence reaches a reader
     return f"{line}: {message[:200]}" if message else line
 
 

@@ -87,6 +87,11 @@ def build(workspace: Workspace, token: str | None = None, port: int = 0) -> MCPS
 def serve(transport: Literal["stdio", "streamable-http"], port: int, token: str | None = None,
           **options: Any) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line on stderr per request
+    # huggingface_hub's documented switch (read when it is imported, after this): no call sends the operator's HF
+    # token unless it is passed explicitly, and the plan passes none. An agent's `config` (model=someone/else) makes
+    # plan and cost ask the Hub about that repository: anonymously. A gated model the catalog lacks is sized by
+    # `gemma4-t4 plan` run by the user once (its facts are cached), or taken with allowUnsizedModel.
+    os.environ["HF_HUB_DISABLE_IMPLICIT_TOKEN"] = "1"
     if transport == "stdio":
         build(Workspace(**options)).run("stdio")  # the client started this process and holds its pipes
         return

@@ -27,6 +27,26 @@ class Recorder(BaseHTTPRequestHandler):
     seen: list[tuple[str, str | None]] = []
     model_id = "m"
 
+    def do_POST(self):
+        """A streamed chat completion in vLLM's chunk shape (OpenAI's chat.completion.chunk; data: [DONE] last),
+        its pieces the hostile text; or, for an unknown path, vLLM's 404."""
+        self.seen.append((self.path, self.headers.get("Authorization")))
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if self.path != "/v1/chat/completions":
+            self.send_error(404)
+            return
+        chunks = [{"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": piece},
+                                                                   "finish_reason": None}]}
+                  for piece in ("\x1b]0;pwned\x07", "\u202eevil", " ok")]
+        chunks.append({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                       "usage": {"prompt_tokens": 1, "completion_tokens": 3, "total_tokens": 4}})
+        body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_GET(self):
         self.seen.append((self.path, self.headers.get("Authorization")))
         if self.path == "/health":
@@ -82,3 +102,55 @@ def test_a_url_with_a_path_or_query_is_refused_before_any_request(recorder, suff
     refused = anyio.run(main)
     assert refused.message.startswith(f"refused: url {url_of(recorder)}{suffix} has {what}")
     assert Recorder.seen == [], "a refused url was contacted"
+
+
+# --- untrusted text reaches the agent defanged ------------------------------------------------------------------
+
+RAW = ("\x1b", "\x07", "\u202e")
+
+
+def raw_in(value) -> bool:
+    return any(char in json.dumps(value, ensure_ascii=False) for char in RAW)
+
+
+def test_a_hostile_model_id_and_answer_reach_the_agent_escaped(recorder):
+    Recorder.model_id = HOSTILE_ID
+    try:
+        async def main():
+            async with session() as client:
+                return (await call(client, "status", url=url_of(recorder)),
+                        await call(client, "query", url=url_of(recorder), prompt="hi", max_tokens=8))
+        status, query = anyio.run(main)
+    finally:
+        Recorder.model_id = "m"
+    assert status.data["models"][0]["id"] == "gemma\\x1b[2J\\u202eevil" and not raw_in(status.data)
+    assert query.data["untrusted_model_output"] == "\\x1b]0;pwned\\x07\\u202eevil ok"
+    assert query.data["model"] == "gemma\\x1b[2J\\u202eevil" and not raw_in(query.data)
+    messages = [message for _, _, message in query.progress]
+    assert messages and not raw_in(messages) and "\\u202eevil" in messages
+
+
+def test_a_hostile_model_id_in_an_error_is_quoted_and_escaped(recorder):
+    Recorder.model_id = HOSTILE_ID
+    try:
+        async def main():
+            async with session() as client:
+                return await call(client, "query", url=url_of(recorder), prompt="hi", model="other")
+        refused = anyio.run(main)
+    finally:
+        Recorder.model_id = "m"
+    assert refused.message.endswith('/v1/models reports: "gemma\\x1b[2J\\u202eevil"') and not raw_in(refused.message)
+
+
+# --- the operator's HF token is not sent for a model an agent names --------------------------------------------
+
+
+def test_plan_and_cost_ask_the_hub_anonymously_for_a_model_an_agent_names(hub, tmp_path):
+    async def main():
+        async with session(env={"HF_TOKEN": "hf_" + "s" * 34, "GEMMA4_T4_CACHE_DIR": str(tmp_path)}) as client:
+            return await call(client, "cost", stack="gce-t4", config=["gemma4-t4:model=Qwen/Qwen2.5-0.5B-Instruct"])
+
+    cost = anyio.run(main)
+    assert cost.data["cloud"] == "gce"
+    assert hub.requests, "the Hub was asked (the model is not in the catalog)"
+    assert hub.authorizations and all(auth is None for auth in hub.authorizations), hub.authorizations

@@ -9,12 +9,12 @@ from ...core import cost as core_cost
 from ...core.ops import SCHEMA_VERSION
 from .. import scope
 from ..calls import in_thread, versioned, workspace
-from ..effects import READS_HERE
+from ..effects import READS_HERE_AND_HUB
 from ..inputs import Overrides, Stack
 
 NAME = "cost"
 COMMAND = "cost"
-EFFECT = READS_HERE
+EFFECT = READS_HERE_AND_HUB
 
 
 @dataclasses.dataclass

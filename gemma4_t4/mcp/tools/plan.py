@@ -8,12 +8,12 @@ from ... import clouds
 from ...core.ops import SCHEMA_VERSION
 from .. import scope
 from ..calls import in_thread, workspace
-from ..effects import READS_HERE
+from ..effects import READS_HERE_AND_HUB
 from ..inputs import Overrides, Stack
 
 NAME = "plan"
 COMMAND = "plan"
-EFFECT = READS_HERE
+EFFECT = READS_HERE_AND_HUB
 
 
 async def plan(ctx: Context, stack: Stack, config: Overrides | None = None) -> dict[str, Any]:
