@@ -296,10 +296,10 @@ def _check_source_ranges(key: str, ranges: tuple[str, ...], port: int) -> None:
         if network.prefixlen < catalog.API_SOURCE_MIN_PREFIX:
             whole = "every address on the internet" if network.prefixlen == 0 else \
                 f"{network.num_addresses:,} addresses, wider than any one organization's network"
-            raise ConfigError(key, f"{text} is {whole}: the firewall admits at most a /{catalog.API_SOURCE_MIN_PREFIX} "
-                              f"to port {port} (catalog.API_SOURCE_MIN_PREFIX)",
-                              (Set(key, "CIDR"), f" (the networks that call vLLM, each /{catalog.API_SOURCE_MIN_PREFIX} "
-                               "or narrower)"))
+            widest = catalog.API_SOURCE_MIN_PREFIX
+            raise ConfigError(key, f"{text} is {whole}: the firewall admits at most a /{widest} to port {port} "
+                              "(catalog.API_SOURCE_MIN_PREFIX)",
+                              (Set(key, "CIDR"), f" (the networks that call vLLM, each /{widest} or narrower)"))
 
 
 def check_api_key(key: str) -> None:

@@ -644,7 +644,7 @@ def test_without_a_given_token_one_is_made_and_printed_once_and_a_short_one_is_r
 # The JSON type of a tool argument that each CLI option's converter makes (argparse's `type`, by name).
 JSON_TYPE = {"str": "string", "Path": "string", "int": "integer", "positive_int": "integer", "float": "number",
              "non_negative_float": "number", "positive_float": "number", "_concurrency": "array",
-             "<lambda>": "array"}
+             "<lambda>": "array", "_prompt": "string"}
 
 
 def cli_options() -> dict[str, dict[str, str]]:

@@ -9,10 +9,13 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import anyio
 import pytest
-from test_mcp import call, session
+from test_mcp import call, cli, session
+
+from gemma4_t4.core import limits
 
 pytestmark = pytest.mark.standin
 
@@ -24,7 +27,7 @@ HOSTILE_ID = "gemma\x1b[2J\u202eevil"
 class Recorder(BaseHTTPRequestHandler):
     """vLLM's answers to the operator tools' reads; every request's path and Authorization kept in `seen`."""
 
-    seen: list[tuple[str, str | None]] = []
+    seen: ClassVar[list[tuple[str, str | None]]] = []
     model_id = "m"
 
     def do_POST(self):
@@ -154,3 +157,48 @@ def test_plan_and_cost_ask_the_hub_anonymously_for_a_model_an_agent_names(hub, t
     assert cost.data["cloud"] == "gce"
     assert hub.requests, "the Hub was asked (the model is not in the catalog)"
     assert hub.authorizations and all(auth is None for auth in hub.authorizations), hub.authorizations
+
+
+# --- every input bounded, in the schema and when called ---------------------------------------------------------
+
+
+def test_the_schemas_state_the_bounds():
+    async def main():
+        async with session() as client:
+            return {tool.name: tool.input_schema["properties"] for tool in (await client.list_tools()).tools}
+
+    tools = anyio.run(main)
+    concurrency = json.dumps(tools["bench"]["concurrency"])
+    assert f'"maximum": {limits.MAX_CONCURRENCY}' in concurrency and f'"maxItems": {limits.MAX_CONCURRENCY_STEPS}' \
+        in concurrency
+    assert tools["bench"]["repeats"]["maximum"] == tools["bench"]["load_repeats"]["maximum"] == limits.MAX_REPEATS
+    assert tools["bench"]["long"]["maximum"] == tools["query"]["max_tokens"]["maximum"] == limits.MAX_TOKENS
+    assert tools["query"]["prompt"]["maxLength"] == limits.MAX_PROMPT_CHARS
+    for name in ("wait", "stop", "start"):
+        assert tools[name]["timeout_s"]["maximum"] == limits.MAX_TIMEOUT_S, name
+        assert tools[name]["interval_s"]["maximum"] == limits.MAX_INTERVAL_S, name
+
+
+def test_calls_beyond_the_bounds_are_refused_before_any_request(recorder):
+    async def main():
+        async with session() as client:
+            where = {"url": url_of(recorder)}
+            return [await call(client, "bench", **where, concurrency=[300]),
+                    await call(client, "bench", **where, repeats=10_000),
+                    await call(client, "query", **where, prompt="x" * (limits.MAX_PROMPT_CHARS + 1)),
+                    await call(client, "query", **where, prompt="hi", max_tokens=10**9),
+                    await call(client, "wait", **where, timeout_s=10**9)]
+
+    refused = anyio.run(main)
+    assert all(outcome.result.is_error for outcome in refused)
+    assert all("less than or equal to" in outcome.error or "at most" in outcome.error for outcome in refused), \
+        [outcome.error for outcome in refused]
+    assert Recorder.seen == [], "a call beyond a bound reached the server"
+
+
+@pytest.mark.parametrize("args", [("bench", "run", "--concurrency", "300"), ("bench", "run", "--repeats", "10000"),
+                                  ("query", "hi", "--max-tokens", "1000000000"), ("wait", "--timeout", "1e9")])
+def test_the_cli_holds_the_same_bounds(recorder, args):
+    result = cli(*args, "--url", url_of(recorder))
+    assert result.returncode == 2 and ("limit" in result.stderr or "at most" in result.stderr), result.stderr
+    assert Recorder.seen == []

@@ -17,10 +17,10 @@ from ...core import proc
 from ...core.lifecycle import VM_ABSENT
 from ...core.targets import (
     HttpTarget,
-    stack_api_key,
     TargetError,
     cause,
     free_local_port,
+    stack_api_key,
     vram,
 )
 

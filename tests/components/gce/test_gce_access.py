@@ -13,13 +13,13 @@ from conftest import REPO, send_json
 
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.gce.standins import MOCK_GCP_PROJECT
+from gemma4_t4.clouds.gce.target import GceTarget
 from gemma4_t4.components import GceT4Server, InvalidArgs
 from gemma4_t4.components.gce.guest import render_serving_env
-from gemma4_t4.errors import ConfigError
 from gemma4_t4.core import plan as offline
 from gemma4_t4.core.cost import CostEstimate
-from gemma4_t4.clouds.gce.target import GceTarget
 from gemma4_t4.core.targets import HttpTarget, TargetError
+from gemma4_t4.errors import ConfigError
 
 INSTANCE = "gcp:compute/instance:Instance"
 FIREWALL = "gcp:compute/firewall:Firewall"
