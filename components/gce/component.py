@@ -145,7 +145,9 @@ class GceT4ServerArgs(ServingArgs, total=False):
     it false if the network already routes to the internet). On the component's own network it is made anyway."""
     operators: Sequence[str]
     """IAM members (user:EMAIL, group:EMAIL, serviceAccount:EMAIL...) granted, on this VM only, the IAP tunnel
-    (roles/iap.tunnelResourceAccessor) and OS Login (roles/compute.osLogin); in the stack config, comma-separated."""
+    (roles/iap.tunnelResourceAccessor), OS Login (roles/compute.osLogin) and the stack's custom operator role
+    (compute.instances.get, getGuestAttributes, start, stop: status, wait, stop and start); in the stack config,
+    comma-separated."""
     vllm_version: str
     """The vLLM the VM installs: a clamp-verified version with its lock (0.30.0, which has served Gemma 4 on a T4;
     or 0.33.0, resolved in CI but not yet run on a T4)."""
@@ -459,9 +461,21 @@ def cloud_nat(name: str, settings: GceT4ServerSettings, network: pulumi.Input[st
         opts=child)
 
 
-def grant_operators(name: str, members: Sequence[str], instance: gcp.compute.Instance,
+def operator_role_id(prefix: str) -> str:
+    """The operators' custom role's id: one per stack (its namePrefix), in IAM's role-id characters."""
+    return re.sub(r"[^A-Za-z0-9_.]", "_", f"gemma4t4Operator_{prefix}")[:64]
+
+
+def grant_operators(name: str, members: Sequence[str], instance: gcp.compute.Instance, prefix: str,
                     child: pulumi.ResourceOptions) -> None:
-    """Each operator may open an IAP tunnel to this VM and log in to it (no sudo), and nothing more."""
+    """Each operator may open an IAP tunnel to this VM, log in to it (no sudo), read, stop and start it
+    (catalog.GCE_OPERATOR_PERMISSIONS, a custom role granted on this instance only), and nothing more."""
+    if not members:
+        return
+    role = gcp.projects.IAMCustomRole(
+        f"{name}-operator-role", role_id=operator_role_id(prefix), project=instance.project,
+        title="gemma4-t4 operator", permissions=list(catalog.GCE_OPERATOR_PERMISSIONS),
+        description="gemma4-t4: read, stop and start the stack's VM (granted on that instance only)", opts=child)
     for member in members:
         # Named by the member, not its place in the list: removing one operator leaves the others' grants alone.
         who = re.sub(r"[^A-Za-z0-9@._-]+", "-", member)
@@ -471,6 +485,8 @@ def grant_operators(name: str, members: Sequence[str], instance: gcp.compute.Ins
         gcp.compute.InstanceIAMMember(f"{name}-login-{who}", instance_name=instance.name, member=member,
                                       role=OPERATOR_LOGIN_ROLE, project=instance.project, zone=instance.zone,
                                       opts=child)
+        gcp.compute.InstanceIAMMember(f"{name}-operate-{who}", instance_name=instance.name, member=member,
+                                      role=role.name, project=instance.project, zone=instance.zone, opts=child)
 
 
 def first_boot_download_bytes(plan: ServingPlan) -> int:
@@ -678,7 +694,8 @@ class GceT4Server(T4ServingComponent):
         network = self._network(name, checked.settings)
         disk = data_disk(name, checked, labels, self)
         vm = server_vm(name, checked, network, disk, labels, self)
-        grant_operators(name, checked.settings.operators, vm, pulumi.ResourceOptions(parent=self))
+        grant_operators(name, checked.settings.operators, vm, checked.settings.name_prefix or default_name_prefix(name),
+                        pulumi.ResourceOptions(parent=self))
         cost = self._cost_per_hour(checked.settings)
         self._set_outputs(checked, disk, network.nat, cost)
         self._register_vm(checked, vm, cost)

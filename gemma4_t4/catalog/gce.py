@@ -235,6 +235,14 @@ DEFAULT_NETWORK_RULE_PRIORITY = 65534
 # reach.
 FIREWALL_ALLOW_PRIORITY = 0
 FIREWALL_DENY_PRIORITY = 1
+# What an operator may do to the stack's VM, and nothing else (the custom role the component makes and grants on this
+# instance only, with the IAP tunnel and OS Login): read it (gcloud, `status`, `wait`: compute.instances.get; the
+# guest's boot phases: compute.instances.getGuestAttributes) and stop and start it. Permissions: Compute Engine IAM
+# permissions reference (cloud.google.com/compute/docs/access/iam-permissions). Not compute.instances.setMetadata,
+# which roles/compute.instanceAdmin.v1 holds on every VM of a project it is granted on: with it an operator could
+# set `enable-oslogin=FALSE` and `ssh-keys` and be root on each of them.
+GCE_OPERATOR_PERMISSIONS = ("compute.instances.get", "compute.instances.getGuestAttributes",
+                            "compute.instances.start", "compute.instances.stop")
 # The widest source range apiSourceRanges admits to vLLM's port: an IPv4 /8, the largest block one organization
 # holds (IANA's IPv4 address space registry allocates in /8 units; RFC 1918's 10.0.0.0/8 is the widest private
 # network). Anything wider (0.0.0.0/1 and 128.0.0.0/1, which together are /0) spans unrelated networks: it is "the

@@ -27,6 +27,7 @@ ROUTER = "gcp:compute/router:Router"
 NAT = "gcp:compute/routerNat:RouterNat"
 TUNNEL_MEMBER = "gcp:iap/tunnelInstanceIAMMember:TunnelInstanceIAMMember"
 LOGIN_MEMBER = "gcp:compute/instanceIAMMember:InstanceIAMMember"
+CUSTOM_ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
 THEIR_NETWORK = "projects/p/global/networks/shared"
 THEIR_SUBNET = "projects/p/regions/us-west2/subnetworks/shared"
 KEY = "k" * 40
@@ -255,17 +256,31 @@ def test_operators_get_the_tunnel_and_os_login_on_this_instance_only(run_stack):
     vm = plan.one(INSTANCE).state
     tunnels, logins = plan.find(TUNNEL_MEMBER), plan.find(LOGIN_MEMBER)
     assert sorted(m.inputs["member"] for m in tunnels) == ["group:oncall@example.com", "user:alice@example.com"]
-    assert sorted(m.inputs["member"] for m in logins) == ["group:oncall@example.com", "user:alice@example.com"]
+    assert sorted(m.inputs["member"] for m in logins if "-login-" in m.name) == ["group:oncall@example.com",
+                                                                                 "user:alice@example.com"]
     for member in tunnels:
         assert member.inputs["role"] == "roles/iap.tunnelResourceAccessor"
         assert (member.inputs["instance"], member.inputs["zone"]) == (vm["name"], "us-west2-b")
-    for member in logins:
+    logins_only = [m for m in logins if m.name.startswith("gemma4-t4-login-") or "-login-" in m.name]
+    for member in logins_only:
         assert member.inputs["role"] == "roles/compute.osLogin", "no sudo: osAdminLogin is the user's choice"
         assert (member.inputs["instanceName"], member.inputs["zone"]) == (vm["name"], "us-west2-b")
+    # Read, stop and start: a custom role of those permissions alone, bound on this instance (never a project-wide
+    # instanceAdmin, whose compute.instances.setMetadata is root on every VM of the project).
+    role = plan.one(CUSTOM_ROLE)
+    assert role.inputs["permissions"] == ["compute.instances.get", "compute.instances.getGuestAttributes",
+                                          "compute.instances.start", "compute.instances.stop"]
+    assert not any("setMetadata" in p or "setIamPolicy" in p for p in role.inputs["permissions"])
+    operate = [m for m in logins if m.inputs["role"] == role.state["name"]]
+    assert sorted(m.inputs["member"] for m in operate) == ["group:oncall@example.com", "user:alice@example.com"]
+    assert all((m.inputs["instanceName"], m.inputs["zone"]) == (vm["name"], "us-west2-b") for m in operate)
+    assert role.state["name"] == f"projects/{MOCK_GCP_PROJECT}/roles/{role.inputs['roleId']}"
     assert not run_stack("gce-t4").find(TUNNEL_MEMBER), "none without operators"
+    assert not run_stack("gce-t4").find(CUSTOM_ROLE)
     # Named by member: dropping alice leaves the on-call group's grants as they are (no replacement).
     kept = run_stack("gce-t4", "operators=group:oncall@example.com")
     assert [m.name for m in kept.find(LOGIN_MEMBER)] == [m.name for m in logins if "oncall" in m.inputs["member"]]
+    assert kept.one(CUSTOM_ROLE).name == role.name, "one role per stack, whoever the operators are"
 
 
 def test_operators_as_a_list_from_the_stack_file():
@@ -273,7 +288,7 @@ def test_operators_as_a_list_from_the_stack_file():
     config = clouds.stack_config("gce-t4", (), REPO)
     config["gemma4-t4:operators"] = yaml.safe_load("[user:alice@example.com]")
     plan = clouds.offline_plan("gce-t4", config)
-    assert [m.inputs["member"] for m in plan.find(LOGIN_MEMBER)] == ["user:alice@example.com"]
+    assert [m.inputs["member"] for m in plan.find(LOGIN_MEMBER)] == ["user:alice@example.com"] * 2
 
 
 # --- the operator tools with a key -----------------------------------------------------------------
