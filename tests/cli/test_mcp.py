@@ -248,7 +248,7 @@ def test_plan_and_cost_are_the_clis(tmp_path):
         async with session() as client:
             return (await call(client, "plan", stack="gce-t4", config=["gemma4-t4:maxModelLen=8192"]),
                     await call(client, "cost", stack="gce-t4"),
-                    await call(client, "preflight", stack="gce-t4", project="my-project"),
+                    await call(client, "preflight", stack="gce-t4"),
                     await call(client, "preflight", stack="sagemaker-t4"))
 
     plan, cost, gce, sagemaker = anyio.run(main)
@@ -257,9 +257,9 @@ def test_plan_and_cost_are_the_clis(tmp_path):
     assert plan.data["outputs"]["cost_per_hour_usd"] == cost.data["running_usd_per_hour"]
     assert plan.data["schema_version"] == SCHEMA_VERSION
     assert cost.data == cli_json("cost", "gce-t4", "--json")
-    # Preflight needs the user's cloud credentials; without them, the CLI's own message.
-    assert gce.error.endswith(cli_message("preflight", "gce-t4", "--project", "my-project"))
-    assert "gcloud auth application-default login" in gce.error
+    # Preflight asks the stack's own project, which the shipped stack file leaves to the user: the CLI's own message.
+    assert gce.error.endswith(cli_message("preflight", "gce-t4"))
+    assert "pulumi config set gcp:project PROJECT" in gce.error
     assert "no AWS credentials" in sagemaker.error
 
 
@@ -335,7 +335,8 @@ def test_stop_and_start_refuse_any_vm_but_the_stacks_before_any_compute_call(fak
     assert refused["no stack"].message.startswith(f"refused: instance {where['instance']}, zone {where['zone']}")
     assert "without a stack" in refused["no stack"].error
     assert refused["not a stack name"].message.startswith("refused: stack 'org/other-project/gce-t4'")
-    assert refused["preflight"].message == "refused: project someone-else is not stack gce-t4's: its gcp:project is mine"
+    assert refused["preflight"].message.startswith("refused: config gcp:project=mine: the tools check the stack's own "
+                                                   "project")
     assert all("\n" not in outcome.message for outcome in refused.values())
 
 

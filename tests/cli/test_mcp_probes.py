@@ -202,3 +202,19 @@ def test_the_cli_holds_the_same_bounds(recorder, args):
     result = cli(*args, "--url", url_of(recorder))
     assert result.returncode == 2 and ("limit" in result.stderr or "at most" in result.stderr), result.stderr
     assert Recorder.seen == []
+
+
+# --- preflight checks the stack's own project only --------------------------------------------------------------
+
+
+def test_preflight_never_moves_to_a_project_the_stack_file_does_not_name():
+    async def main():
+        async with session() as client:
+            return (await call(client, "preflight", stack="gce-t4", project="victim"),
+                    await call(client, "preflight", stack="gce-t4", config=["gcp:project=victim"]))
+
+    no_own, moved = anyio.run(main)
+    # The shipped gce-t4 stack file sets no gcp:project: a `project` has nothing to be confirmed against.
+    assert no_own.message == ("refused: project victim is not stack gce-t4's: its stack file sets no gcp:project to "
+                              "confirm it against")
+    assert moved.message.startswith("refused: config gcp:project=victim: the tools check the stack's own project")
