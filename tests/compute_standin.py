@@ -80,10 +80,13 @@ class ComputeStandIn:
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def add_vm(self, status: str = "RUNNING") -> dict:
-        """The stack's VM, as recorded, in the given state; returns {project, zone, instance}."""
+    def add_vm(self, status: str = "RUNNING", labels: dict[str, str] | None = None) -> dict:
+        """The stack's VM, as recorded, in the given state; returns {project, zone, instance}. Its labels are the
+        component's (components/gce/component.py: app=gemma4-t4 on every resource), in the instances resource's
+        `labels` map (Compute API reference, instances: "labels": {string: string}); the recorded VM had none."""
         instance = _recorded("instance", self.project)
         instance["status"] = status
+        instance["labels"] = {"app": "gemma4-t4"} if labels is None else labels
         self.instances[instance["name"]] = instance
         return {"project": self.project, "zone": "us-west2-b", "instance": instance["name"]}
 

@@ -243,6 +243,10 @@ FIREWALL_DENY_PRIORITY = 1
 # set `enable-oslogin=FALSE` and `ssh-keys` and be root on each of them.
 GCE_OPERATOR_PERMISSIONS = ("compute.instances.get", "compute.instances.getGuestAttributes",
                             "compute.instances.start", "compute.instances.stop")
+# The label the GCE component puts on every resource it makes (components/gce/component.py APP_LABEL): stop and start
+# act only on a VM that carries it, so a stack whose outputs name another VM (a hand-edited state, an import) cannot
+# have the tools stop someone else's machine.
+GCE_APP_LABEL = ("app", "gemma4-t4")
 # The widest source range apiSourceRanges admits to vLLM's port: an IPv4 /8, the largest block one organization
 # holds (IANA's IPv4 address space registry allocates in /8 units; RFC 1918's 10.0.0.0/8 is the widest private
 # network). Anything wider (0.0.0.0/1 and 128.0.0.0/1, which together are /0) spans unrelated networks: it is "the

@@ -150,3 +150,13 @@ def test_cost_from_the_plan_counts_the_disks_a_stopped_vm_keeps():
     assert sagemaker.returncode == 0 and "cannot stop" in sagemaker.stdout
     refused = cli("cost", "gce-t4", "--config", "gemma4-t4:dtype=bfloat16")
     assert refused.returncode == 2 and "fix: pulumi config set gemma4-t4:dtype float16" in refused.stderr
+
+
+@pytest.mark.parametrize("action", ["stop", "start"])
+def test_a_vm_without_the_components_label_is_left_alone(compute, action):
+    where = compute.add_vm("RUNNING" if action == "stop" else "TERMINATED", labels={"team": "other"})
+    with pytest.raises(TargetError, match=r"has no label app=gemma4-t4: it is not a VM gemma4-t4 made") as caught:
+        getattr(lifecycle, action)(lifecycle.Compute(compute.url), _vm(where), interval_s=0.01)
+    assert "team=other" in str(caught.value)
+    assert not any(verb.endswith(("/stop", "/start")) for _, verb in compute.calls), "nothing was changed"
+    assert compute.status(where["instance"]) == ("RUNNING" if action == "stop" else "TERMINATED")

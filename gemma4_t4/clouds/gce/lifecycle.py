@@ -179,11 +179,21 @@ class _Waiter:
             self._sleep(status)
 
 
+def check_label(vm: Vm, instance: Any) -> None:
+    """The VM is one the component made (catalog.GCE_APP_LABEL), else TargetError before any change."""
+    key, value = catalog.GCE_APP_LABEL
+    labels = dict(getattr(instance, "labels", None) or {})
+    if labels.get(key) != value:
+        raise TargetError(f"{vm} has no label {key}={value}: it is not a VM gemma4-t4 made, so stop and start leave "
+                          f"it alone (its labels: {', '.join(f'{k}={v}' for k, v in labels.items()) or 'none'})")
+
+
 def stop(compute: Compute, vm: Vm, timeout_s: float = 600, interval_s: float = 5,
          on_tick: TickCallback | None = None) -> LifecycleResult:
     """Stop the VM and wait until it is TERMINATED; a VM already stopped is left as it is."""
     wait = _Waiter(compute, vm, timeout_s, interval_s, on_tick)
     instance = wait.instance()
+    check_label(vm, instance)
     before, disks = instance.status, disk_bills(compute, vm, instance)
     if before not in STOPPED:
         if before != "STOPPING":
@@ -204,6 +214,7 @@ def start(compute: Compute, vm: Vm, timeout_s: float = 600, interval_s: float = 
     """Start the VM and wait until it is RUNNING; a VM already running is left as it is."""
     wait = _Waiter(compute, vm, timeout_s, interval_s, on_tick)
     instance = wait.instance()
+    check_label(vm, instance)
     before, disks = instance.status, disk_bills(compute, vm, instance)
     if before == "SUSPENDED":
         raise TargetError(f"{vm} is suspended, not stopped: gcloud compute instances resume {vm.instance} "
