@@ -35,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-url", action="append", default=[], type=_origin, metavar="ORIGIN",
                    help="also let a tool's url reach this origin, scheme://host[:port] (repeatable); "
                         "without it only loopback: 127.0.0.0/8, ::1, localhost")
+    p.add_argument("--stack", action="append", default=[], dest="stacks", metavar="STACK",
+                   help="act only on this stack of the project (repeatable); without it, on any of its stacks")
     # Local stand-ins for the tests; not for users.
     p.add_argument("--endpoint-url", help=argparse.SUPPRESS)
     p.add_argument("--compute-endpoint", help=argparse.SUPPRESS)
@@ -74,6 +76,6 @@ def run(args: argparse.Namespace) -> int:
                   f"(Authorization: Bearer TOKEN; set ${server.TOKEN_ENV} to choose it): {token}",
                   file=sys.stderr, flush=True)
     server.serve(args.transport, args.port, token=token, project_dir=args.project_dir, workdir=args.workdir,
-                 allow_urls=args.allow_url,
+                 allow_urls=args.allow_url, stacks=args.stacks,
                  endpoint_url=args.endpoint_url, compute_endpoint=args.compute_endpoint)
     return EXIT_OK

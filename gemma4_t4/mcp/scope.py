@@ -33,10 +33,15 @@ class OutOfScope(TargetError):
 STACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
-def stack_name(stack: str) -> str:
+def stack_name(stack: str, allowed: Sequence[str] = ()) -> str:
+    """STACK if it names one of this project's stacks by its own name, and (when the server was started with
+    --stack) one of those ALLOWED."""
     if not STACK_NAME.fullmatch(stack):
         raise OutOfScope(f"{REFUSED}stack {stack!r}: the tools act on this project's stacks by their own name "
                          "(letters, digits, - _ .), e.g. gce-t4; not org/project/stack")
+    if allowed and stack not in allowed:
+        raise OutOfScope(f"{REFUSED}stack {stack}: the server was started for {', '.join(allowed)} only (--stack); "
+                         f"start it with --stack {stack} to allow it")
     return stack
 
 

@@ -218,3 +218,20 @@ def test_preflight_never_moves_to_a_project_the_stack_file_does_not_name():
     assert no_own.message == ("refused: project victim is not stack gce-t4's: its stack file sets no gcp:project to "
                               "confirm it against")
     assert moved.message.startswith("refused: config gcp:project=victim: the tools check the stack's own project")
+
+
+# --- the stacks a server may act on -----------------------------------------------------------------------------
+
+
+def test_a_server_started_for_one_stack_refuses_the_others():
+    async def main():
+        async with session("--stack", "gce-t4") as client:
+            return (await call(client, "cost", stack="sagemaker-t4"),
+                    await call(client, "plan", stack="sagemaker-t4"),
+                    await call(client, "cost", stack="gce-t4"))
+
+    other_cost, other_plan, own = anyio.run(main)
+    refusal = ("refused: stack sagemaker-t4: the server was started for gce-t4 only (--stack); start it with --stack "
+               "sagemaker-t4 to allow it")
+    assert other_cost.message == other_plan.message == refusal
+    assert own.data["cloud"] == "gce"

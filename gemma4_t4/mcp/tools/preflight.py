@@ -30,7 +30,7 @@ def _check_project(stack: str, overrides: list[str], project: str | None, projec
     if moved:
         raise scope.OutOfScope(f"{scope.REFUSED}config {moved[0]}: the tools check the stack's own project; set "
                                "gcp:project in the stack file (`pulumi config set gcp:project ...`) to change it")
-    own = clouds.stack_config(scope.stack_name(stack), (), project_dir).get("gcp:project")
+    own = clouds.stack_config(stack, (), project_dir).get("gcp:project")
     if project and project != own:
         has = f"its gcp:project is {own}" if own else "its stack file sets no gcp:project to confirm it against"
         raise scope.OutOfScope(f"{scope.REFUSED}project {project} is not stack {stack}'s: {has}")
@@ -47,11 +47,13 @@ async def preflight(ctx: Context, stack: Stack, config: Overrides | None = None,
               ) -> PreflightReport:
     """Can `pulumi up` work in this account? The live quotas and GPU offerings the stack needs,
     each with the exact fix. Uses the cloud credentials of the user running this server."""
-    project_dir = workspace(ctx).project_dir
+    bound = workspace(ctx)
+    project_dir = bound.project_dir
 
     def check() -> PreflightReport:
-        _check_project(stack, config or [], project, project_dir)
-        config_, result = clouds.plan_stack(scope.stack_name(stack), config or [], project_dir)
+        name = bound.stack(stack)
+        _check_project(name, config or [], project, project_dir)
+        config_, result = clouds.plan_stack(name, config or [], project_dir)
         checks = clouds.preflight(stack, config_, result, clouds.Place(project))
         return PreflightReport(schema_version=SCHEMA_VERSION, stack=stack, ok=all(c.ok for c in checks),
                                checks=checks)
