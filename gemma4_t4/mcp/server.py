@@ -24,6 +24,7 @@ from typing import Any, Literal
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from pydantic import AnyHttpUrl
 
 from .. import __version__
 from .tools import TOOLS, function
@@ -73,8 +74,8 @@ def http_token() -> tuple[str, bool]:
 def build(workspace: Workspace, token: str | None = None, port: int = 0) -> MCPServer:
     """The server with every registered tool, bound to WORKSPACE (each call reads it from the lifespan); with TOKEN,
     its HTTP transport on 127.0.0.1:PORT asks every request for it as a bearer token."""
-    auth = AuthSettings(issuer_url=f"http://127.0.0.1:{port}", resource_server_url=f"http://127.0.0.1:{port}/mcp") \
-        if token else None
+    auth = AuthSettings(issuer_url=AnyHttpUrl(f"http://127.0.0.1:{port}"),
+                        resource_server_url=AnyHttpUrl(f"http://127.0.0.1:{port}/mcp")) if token else None
     mcp: MCPServer = MCPServer("gemma4-t4", version=__version__, instructions=INSTRUCTIONS,
                                lifespan=lambda _: contextlib.nullcontext(workspace),
                                token_verifier=BearerToken(token) if token else None, auth=auth)
