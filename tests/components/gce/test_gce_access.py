@@ -3,6 +3,7 @@ with a key and source ranges, no external IP with Cloud NAT, and per-instance gr
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -10,6 +11,7 @@ import pulumi
 import pytest
 import yaml
 from conftest import REPO, send_json
+from pulumi.runtime import settings
 
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.gce.standins import MOCK_GCP_PROJECT
@@ -20,6 +22,7 @@ from gemma4_t4.core import plan as offline
 from gemma4_t4.core.cost import CostEstimate
 from gemma4_t4.core.targets import HttpTarget, TargetError
 from gemma4_t4.errors import ConfigError
+from gemma4_t4.testing import ProviderMocks
 
 INSTANCE = "gcp:compute/instance:Instance"
 FIREWALL = "gcp:compute/firewall:Firewall"
@@ -337,3 +340,29 @@ def test_preview_warns_who_reads_the_key_in_the_metadata(run_stack, caplog):
     caplog.clear()
     run_stack("gce-t4")
     assert not any("apiKey" in r.message for r in caplog.records), "no key, no warning"
+
+
+def _under_users_mocks_at_preview(api_key) -> None:
+    """GceT4Server in a user's unit test: pulumi's own mocks (gemma4_t4.testing.ProviderMocks) at preview."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        pulumi.runtime.set_mocks(ProviderMocks(), preview=True)
+        GceT4Server("llm", {"host": "0.0.0.0", "allow_non_loopback_host": True, "api_source_ranges": ["10.0.0.0/8"],
+                            "api_key": api_key()})
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+        settings.reset_options()
+
+
+async def _value(value):
+    return value
+
+
+def test_at_preview_under_mocks_a_known_secret_key_is_checked_and_an_unknown_one_passes():
+    with pytest.raises(InvalidArgs) as caught:
+        _under_users_mocks_at_preview(lambda: pulumi.Output.secret("short-key"))
+    assert caught.value.key == "api_key"
+    # Another resource's output, not known at preview (Output(resources, value, is_known=False, is_secret=True)).
+    _under_users_mocks_at_preview(lambda: pulumi.Output(set(), _value(None), _value(False), _value(True)))
