@@ -41,9 +41,8 @@ def defang_all(value: Any) -> Any:
     """VALUE with every string in it defanged: dicts, lists, tuples and dataclasses walked (a dataclass copied)."""
     if isinstance(value, str):
         return defang(value)
-    if isinstance(value, dict):
-        return type(value)({defang_all(k): defang_all(v) for k, v in value.items()}) if type(value) is dict \
-            else {defang_all(k): defang_all(v) for k, v in value.items()}
+    if isinstance(value, dict):  # a TypedDict result is a plain dict
+        return {defang_all(k): defang_all(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return type(value)(defang_all(v) for v in value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
