@@ -160,3 +160,15 @@ def test_a_vm_without_the_components_label_is_left_alone(compute, action):
     assert "team=other" in str(caught.value)
     assert not any(verb.endswith(("/stop", "/start")) for _, verb in compute.calls), "nothing was changed"
     assert compute.status(where["instance"]) == ("RUNNING" if action == "stop" else "TERMINATED")
+
+
+def test_an_operator_with_the_role_on_the_vm_alone_stops_and_starts_it(compute):
+    """The stack's operator role (catalog.GCE_OPERATOR_PERMISSIONS) reads neither the zone's operations nor the
+    disks: stop and start follow the VM's own status, and list no disk bills."""
+    compute.forbidden = {"disks", "operations"}
+    where = compute.add_vm("RUNNING")
+    stopped = lifecycle.stop(lifecycle.Compute(compute.url), _vm(where), interval_s=0.01)
+    assert (stopped.status_before, stopped.status_after) == ("RUNNING", "TERMINATED") and stopped.disks == []
+    started = lifecycle.start(lifecycle.Compute(compute.url), _vm(where), interval_s=0.01)
+    assert (started.status_before, started.status_after) == ("TERMINATED", "RUNNING")
+    assert ("GET", next(c for _, c in compute.calls if c.startswith("operations/"))) in compute.calls
