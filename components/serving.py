@@ -136,6 +136,8 @@ def revision_note(serving: ServingConfig) -> str | None:
     """One line when the model's revision is not pinned to a commit (None when it is, or nothing downloads)."""
     if not serving.from_hub:
         return None
+    if serving.revision is None and serving.model == catalog.DEFAULT_MODEL:
+        return None  # the user chose nothing: the plan says it once, as a fact (core.plan.revision_line)
     if serving.revision is None:
         return (f"model revision not pinned: the Hub's main of {serving.model} may change under the stack; "
                 "set modelRevision to a commit")

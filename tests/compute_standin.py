@@ -47,6 +47,8 @@ class ComputeStandIn:
         self.operations: dict[str, dict] = {}
         self.calls: list[tuple[str, str]] = []  # (method, "kind/name[/verb]")
         self.stockout = False  # a start fails as when the zone has no T4 free
+        # Kinds the caller may not read ("disks", "operations"): an operator with the stack's role on the VM alone.
+        self.forbidden: set[str] = set()
         self.guest: dict[str, dict[str, str]] = {}  # instance -> {"NAMESPACE/KEY": value}, as the guest PUT them
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
@@ -80,10 +82,13 @@ class ComputeStandIn:
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def add_vm(self, status: str = "RUNNING") -> dict:
-        """The stack's VM, as recorded, in the given state; returns {project, zone, instance}."""
+    def add_vm(self, status: str = "RUNNING", labels: dict[str, str] | None = None) -> dict:
+        """The stack's VM, as recorded, in the given state; returns {project, zone, instance}. Its labels are the
+        component's (components/gce/component.py: app=gemma4-t4 on every resource), in the instances resource's
+        `labels` map (Compute API reference, instances: "labels": {string: string}); the recorded VM had none."""
         instance = _recorded("instance", self.project)
         instance["status"] = status
+        instance["labels"] = {"app": "gemma4-t4"} if labels is None else labels
         self.instances[instance["name"]] = instance
         return {"project": self.project, "zone": "us-west2-b", "instance": instance["name"]}
 
@@ -110,11 +115,28 @@ class ComputeStandIn:
         doc = json.dumps(RECORDED["not_found"]).replace("PROJECT", self.project).replace("NAME", name)
         return 404, json.loads(doc.replace("/instances/", f"/{kind}/").replace("us-west2-b", zone))
 
+    def _forbidden(self, zone: str, kind: str, name: str) -> tuple[int, dict]:
+        # source: the Compute API's 403 as a published transcript gives it (hashicorp/packer#12159: "googleapi:
+        # Error 403: Required 'compute.zones.get' permission for 'projects/...', forbidden", the Go client's
+        # rendering of this JSON error's message and reason; components/gce/provider_answers.py disk_forbidden).
+        permission = {"disks": "compute.disks.get", "operations": "compute.zoneOperations.get"}[kind]
+        message = f"Required '{permission}' permission for 'projects/{self.project}/zones/{zone}/{kind}/{name}'"
+        return 403, {"error": {"code": 403, "message": message,
+                               "errors": [{"message": message, "domain": "global", "reason": "forbidden"}]}}
+
     def handle(self, method: str, project: str, zone: str, kind: str, name: str, verb: str | None,
                query: str | None = None):
         self.calls.append((method, f"{kind}/{name}" + (f"/{verb}" if verb else "")))
         if project != self.project:
             return self._not_found(zone, kind, name)
+        if kind in self.forbidden:
+            if kind == "operations":
+                self._poll(name)  # GCE carries the operation on whether or not the caller may read it
+            return self._forbidden(zone, kind, name)
+        if kind == "instances" and verb is None and "operations" in self.forbidden:
+            for operation, entry in self.operations.items():  # time passes for operations nobody may poll
+                if entry["instance"] == name and entry["doc"]["status"] != "DONE":
+                    self._poll(operation)
         if kind == "disks":
             disks = RECORDED["disks"]
             return (200, _recorded("disks", project)[name]) if name in disks else self._not_found(zone, kind, name)

@@ -32,6 +32,7 @@ def recorded() -> dict[str, dict]:
 class _Handler(BaseHTTPRequestHandler):
     repos: ClassVar[dict[str, dict]] = {}
     requests: ClassVar[list[str]] = []
+    authorizations: ClassVar[list[str | None]] = []  # each request's Authorization header (None: anonymous)
 
     def log_message(self, *args):  # quiet
         pass
@@ -54,6 +55,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _route(self, head: bool) -> None:
         path = unquote(urlparse(self.path).path)
         self.requests.append(f"{self.command} {self.path}")
+        self.authorizations.append(self.headers.get("Authorization"))
         parts = path.strip("/").split("/")
         if parts[:2] == ["api", "models"]:
             repo_id, file = "/".join(parts[2:4]), None
@@ -94,8 +96,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 class HubStandIn:
     def __init__(self):
-        handler = type("Handler", (_Handler,), {"repos": recorded(), "requests": []})
+        handler = type("Handler", (_Handler,), {"repos": recorded(), "requests": [], "authorizations": []})
         self.requests: list[str] = handler.requests
+        self.authorizations: list[str | None] = handler.authorizations
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},

@@ -154,7 +154,7 @@ class ServingSettings(BaseModel):
 
     name_prefix: str = ""
     labels: Labels = Field(default_factory=dict)
-    model: ModelId = "google/gemma-4-E2B-it-qat-w4a16-ct"
+    model: ModelId = catalog.DEFAULT_MODEL
     served_model_name: ServedName = ""
     dtype: DType = DType.FLOAT16
     max_model_len: int = Field(16384, ge=1)

@@ -22,7 +22,7 @@ from pulumi.runtime.sync_await import _sync_await
 from pulumi_gcp._utilities import get_invoke_opts_defaults as gcp_invoke_defaults
 
 from gemma4_t4 import catalog
-from gemma4_t4.errors import ConfigError, Set, fix
+from gemma4_t4.errors import UNDECRYPTED_SECRET, ConfigError, Set, fix
 
 from ..base import (
     CostGuard,
@@ -41,7 +41,7 @@ from ..serving import ServingPlan, check_serving, warn_unpinned
 from . import provider_answers as answers
 from .guest import SERVING_METADATA_KEY, GuestSettings, bootstrap_script, render_serving_env, render_user_data
 from .hf_token import TokenAccess, token_secret
-from .settings import GceT4ServerSettings, OnHostMaintenance, TerminationAction
+from .settings import GceT4ServerSettings, OnHostMaintenance, TerminationAction, check_api_key
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:gce:T4Server"
@@ -129,12 +129,14 @@ class GceT4ServerArgs(ServingArgs, total=False):
     """Opt-in: vLLM on 0.0.0.0, only with apiKey and apiSourceRanges (the firewall admits those ranges to the port;
     every other source but IAP's SSH is denied)."""
     api_key: pulumi.Input[str]
-    """vLLM's API key, as a secret (at least 32 characters: openssl rand -hex 32); required by allowNonLoopbackHost.
-    vLLM checks it on /v1 only (its /health, /metrics, /tokenize and others answer without it), and the VM's
-    metadata holds it: anyone who may read the instance (compute.instances.get) reads it."""
+    """vLLM's API key, as a secret (at least 32 characters: openssl rand -hex 32, checked at preview whatever form it
+    comes in); required by allowNonLoopbackHost. The VM asks it on every route from beyond its loopback (vLLM itself
+    checks /v1 only). The VM's metadata holds it: whoever may read the instance (compute.instances.get, in
+    roles/compute.viewer and every role above it on the VM or its project) and every process on the VM read it;
+    preview warns."""
     api_source_ranges: Sequence[str]
-    """IPv4 CIDRs the firewall admits to vLLM's port, with allowNonLoopbackHost (never 0.0.0.0/0); in the stack
-    config, comma-separated."""
+    """IPv4 CIDRs the firewall admits to vLLM's port, with allowNonLoopbackHost (each a /8 or narrower: a wider one,
+    0.0.0.0/1 included, spans unrelated networks); in the stack config, comma-separated."""
     external_ip: bool
     """An ephemeral external IP for the VM's downloads (no ingress: the firewall admits only IAP). false: none, and
     the downloads go through Cloud NAT (made by the component on its own network; see cloudNat), which costs more:
@@ -144,7 +146,9 @@ class GceT4ServerArgs(ServingArgs, total=False):
     it false if the network already routes to the internet). On the component's own network it is made anyway."""
     operators: Sequence[str]
     """IAM members (user:EMAIL, group:EMAIL, serviceAccount:EMAIL...) granted, on this VM only, the IAP tunnel
-    (roles/iap.tunnelResourceAccessor) and OS Login (roles/compute.osLogin); in the stack config, comma-separated."""
+    (roles/iap.tunnelResourceAccessor), OS Login (roles/compute.osLogin) and the stack's custom operator role
+    (compute.instances.get, getGuestAttributes, start, stop: status, wait, stop and start); in the stack config,
+    comma-separated."""
     vllm_version: str
     """The vLLM the VM installs: a clamp-verified version with its lock (0.30.0, which has served Gemma 4 on a T4;
     or 0.33.0, resolved in CI but not yet run on a T4)."""
@@ -466,15 +470,25 @@ def cloud_nat(name: str, settings: GceT4ServerSettings, network: pulumi.Input[st
 IAP_API = "iap.googleapis.com"
 
 
-def grant_operators(name: str, members: Sequence[str], instance: gcp.compute.Instance,
+def operator_role_id(prefix: str) -> str:
+    """The operators' custom role's id: one per stack (its namePrefix), in IAM's role-id characters."""
+    return re.sub(r"[^A-Za-z0-9_.]", "_", f"gemma4t4Operator_{prefix}")[:64]
+
+
+def grant_operators(name: str, members: Sequence[str], instance: gcp.compute.Instance, prefix: str,
                     child: pulumi.ResourceOptions) -> None:
-    """Each operator may open an IAP tunnel to this VM and log in to it (no sudo), and nothing more; the IAP API
-    those grants need is enabled first."""
+    """Each operator may open an IAP tunnel to this VM, log in to it (no sudo), read, stop and start it
+    (catalog.GCE_OPERATOR_PERMISSIONS, a custom role granted on this instance only), and nothing more; the IAP API
+    the tunnel grants need is enabled first."""
     if not members:
         return
     iap_api = gcp.projects.Service(f"{name}-iap-api", service=IAP_API, project=instance.project,
                                    disable_on_destroy=False, opts=child)
     after_api = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[iap_api]))
+    role = gcp.projects.IAMCustomRole(
+        f"{name}-operator-role", role_id=operator_role_id(prefix), project=instance.project,
+        title="gemma4-t4 operator", permissions=list(catalog.GCE_OPERATOR_PERMISSIONS),
+        description="gemma4-t4: read, stop and start the stack's VM (granted on that instance only)", opts=child)
     for member in members:
         # Named by the member, not its place in the list: removing one operator leaves the others' grants alone.
         who = re.sub(r"[^A-Za-z0-9@._-]+", "-", member)
@@ -484,6 +498,8 @@ def grant_operators(name: str, members: Sequence[str], instance: gcp.compute.Ins
         gcp.compute.InstanceIAMMember(f"{name}-login-{who}", instance_name=instance.name, member=member,
                                       role=OPERATOR_LOGIN_ROLE, project=instance.project, zone=instance.zone,
                                       opts=child)
+        gcp.compute.InstanceIAMMember(f"{name}-operate-{who}", instance_name=instance.name, member=member,
+                                      role=role.name, project=instance.project, zone=instance.zone, opts=child)
 
 
 def first_boot_download_bytes(plan: ServingPlan) -> int:
@@ -515,6 +531,7 @@ def check_server(name: str, args: GceT4ServerArgs, opts: pulumi.ResourceOptions 
     settings = validate(GceT4ServerSettings, args)
     plan = check_serving(settings, catalog.GCE_ACCELERATORS.get(settings.gpu_type), settings.host, settings.port)
     check_host(settings, plan)
+    check_secret_key(settings)
     # Fixed names: the next `up` after a destroy finds the retained disk under its name and adopts
     # it (an import; in the state already, the engine just updates it).
     prefix = settings.name_prefix or default_name_prefix(name)
@@ -522,6 +539,18 @@ def check_server(name: str, args: GceT4ServerArgs, opts: pulumi.ResourceOptions 
     invoke = pulumi.InvokeOptions(provider=provider_for("gcp", opts), parent=opts.parent if opts else None)
     return CheckedServer(settings, plan, prefix, vm_name, disk_name,
                          adoptable_disk(disk_name, settings, vm_name, invoke))
+
+
+def check_secret_key(settings: GceT4ServerSettings) -> None:
+    """apiKey as an Output (a secret, as the stack passes it): its value checked as a plain one is (settings.py),
+    before anything is registered. An Output's value is read as the SDK's own synchronous invokes read theirs
+    (_sync_await); one unknown at preview (another resource's output) passes, as does the offline plan's stand-in
+    for ciphertext it cannot decrypt (UNDECRYPTED_SECRET); a known secret is always checked."""
+    if not settings.allow_non_loopback_host or not isinstance(settings.api_key, pulumi.Output):
+        return
+    key = _sync_await(settings.api_key.future())
+    if isinstance(key, str) and key != UNDECRYPTED_SECRET:
+        check_api_key(key)
 
 
 def serving_values(plan: ServingPlan, api_key: pulumi.Input[str] | None,
@@ -696,7 +725,7 @@ class GceT4Server(T4ServingComponent):
             name, checked.prefix, checked.settings.project or None, checked.settings.hf_token, labels,
             pulumi.ResourceOptions(parent=self))
         vm = server_vm(name, checked, network, disk, labels, self, token)
-        grant_operators(name, checked.settings.operators, vm, pulumi.ResourceOptions(parent=self))
+        grant_operators(name, checked.settings.operators, vm, checked.prefix, pulumi.ResourceOptions(parent=self))
         cost = self._cost_per_hour(checked.settings)
         self._set_outputs(checked, disk, network.nat, cost)
         self._register_vm(checked, vm, cost)
@@ -705,6 +734,10 @@ class GceT4Server(T4ServingComponent):
         if checked.plan.memory is not None:
             pulumi.log.info(f"memory plan: {checked.plan.memory.summary()}", resource=self)
         _log_shape(checked.settings, self)
+        if checked.settings.allow_non_loopback_host:
+            pulumi.log.warn(f"apiKey is in the VM's metadata ({SERVING_METADATA_KEY}): whoever may read the instance "
+                            "(compute.instances.get: roles/compute.viewer and above, on the VM or its project) and "
+                            "every process on the VM can read it (docs/gce.md)", resource=self)
 
     def _network(self, name: str, settings: GceT4ServerSettings) -> VmNetwork:
         """The VM's network, the firewall for its tag, and (without an external IP) its Cloud NAT."""

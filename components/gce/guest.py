@@ -151,13 +151,17 @@ _BlockStyleDumper.add_representer(
 def render_serving_env(serving_args: list[str], port: int = 8000, checkpoint_bytes: int = 0,
                        api_key: str | None = None, hf_token_secret: str | None = None) -> str:
     """The value of the VM's SERVING_METADATA_KEY: vllm.env as the guest writes it. Deterministic. With API_KEY,
-    vLLM's key as its environment variable (catalog.vllm.API_KEY_ENV), not a flag a process listing shows. With
-    HF_TOKEN_SECRET, the Secret Manager secret serve.sh reads the Hub token from (components/gce/hf_token.py)."""
+    vLLM's key as its environment variable (catalog.vllm.API_KEY_ENV), not a flag a process listing shows, and the
+    guest's key gate on every route (catalog.vllm.KEY_GATE_MIDDLEWARE: vLLM itself checks the key on /v1 only).
+    With HF_TOKEN_SECRET, the Secret Manager secret serve.sh reads the Hub token from (components/gce/hf_token.py)."""
+    if api_key is not None:
+        serving_args = [*serving_args, "--middleware", catalog.vllm.KEY_GATE_MIDDLEWARE]
     values = vllm_env(serving_args, port, checkpoint_bytes)
     if api_key is not None:
         if not api_key or any(c.isspace() for c in api_key):
             raise ValueError("the API key is empty or holds whitespace: it is one line of vLLM's environment file")
         values[catalog.vllm.API_KEY_ENV] = api_key
+        values["PYTHONPATH"] = LIB_DIR  # where the key gate's module is (cloudinit/scripts/vllm_key_gate.py)
     if hf_token_secret is not None:
         values[HF_TOKEN_SECRET_ENV] = hf_token_secret
     text = _env_file(values)

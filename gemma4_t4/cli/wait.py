@@ -18,10 +18,19 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from ..core import ops
+from ..core import limits, ops
 from ..core.lifecycle import VM_ABSENT
 from . import target_options
-from .output import EXIT_FAILED, EXIT_OK, console, err_console, non_negative_float, positive_float, print_json
+from .output import (
+    EXIT_FAILED,
+    EXIT_OK,
+    at_most,
+    console,
+    err_console,
+    non_negative_float,
+    positive_float,
+    print_json,
+)
 
 DEFAULT_TIMEOUT_S = ops.WAIT_TIMEOUT_S
 
@@ -30,11 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("wait", help="poll /health until healthy, with the VM's boot phases, elapsed time and VRAM",
                        description=__doc__)
     target_options.add(p)
-    p.add_argument("--timeout", type=non_negative_float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+    p.add_argument("--timeout", type=at_most(non_negative_float, limits.MAX_TIMEOUT_S), default=DEFAULT_TIMEOUT_S,
+                   metavar="SECONDS",
                    help=f"give up after this long (default {DEFAULT_TIMEOUT_S:.0f}: as long as a VM's guest itself "
                         "may take, every part of a first boot at its worst; a boot that makes no progress stops its "
                         "VM sooner, which ends the wait; see docs/gce-guest.md, \"First-boot timings\")")
-    p.add_argument("--interval", type=positive_float, default=15, metavar="SECONDS",
+    p.add_argument("--interval", type=at_most(positive_float, limits.MAX_INTERVAL_S), default=15, metavar="SECONDS",
                    help="between two polls (default 15)")
     p.add_argument("--json", action="store_true", help="print the outcome as one JSON document")
     p.set_defaults(run=run)

@@ -18,7 +18,7 @@ from ..core.lifecycle import Machine, NotStoppable
 from ..core.offers import Offer, cheapest_first
 from ..core.ops import stack_outputs
 from ..core.preflight import Check, Needs
-from ..core.targets import HttpTarget, Target, TargetError
+from ..core.targets import HttpTarget, Target, TargetError, server_url
 from ..errors import PROJECT, STACK_CONFIG
 from .base import Cloud, Feature, Move, Place, Placement, outputs_cloud
 from .gce.failover import MOVES as FAILOVER_MOVES
@@ -151,7 +151,7 @@ def resolve_target(url: str | None = None, stack: str | None = None, endpoint: s
     if region and not endpoint:
         raise TargetError("--region goes with --endpoint (a stack knows its own region)")
     if url:
-        return HttpTarget(url)
+        return HttpTarget(server_url(url))  # no key: it goes only to a stack's own server
     if endpoint:
         if not region:
             raise TargetError("--endpoint needs --region")

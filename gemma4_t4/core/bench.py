@@ -34,7 +34,7 @@ from typing import Any
 from typing_extensions import TypedDict
 
 from ..catalog import vllm as vllm_metrics
-from . import metrics
+from . import limits, metrics
 from .targets import Target, TargetError
 
 # Bumped whenever a field of the report changes meaning (docs/benchmark.md: "The benchmark's JSON").
@@ -239,8 +239,17 @@ class Bench:
         self.target, self.model, self.plan = target, model, plan
         self.on_step: StepCallback = on_step or (lambda phase, done, total: None)
         self._timings: list[RequestTiming] = []  # every request of the run, for the whole-run check
+        self.max_run_s = limits.BENCH_MAX_S
+        self._deadline = float("inf")  # set when the run starts: no request is sent after it
+
+    def _in_time(self) -> None:
+        if time.monotonic() > self._deadline:
+            raise TargetError(f"the bench ran past its limit of {self.max_run_s / 60:.0f} min "
+                              "(core.limits.BENCH_MAX_S) and sent no more requests: a bench counts as use, so it must "
+                              "not hold the VM awake past the idle stop; run fewer repeats, steps or tokens")
 
     def _stream(self, prompt: str, max_tokens: int, ignore_eos: bool, temperature: float = 0.0) -> _Stream:
+        self._in_time()
         body = {"model": self.model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
                 "temperature": temperature, "ignore_eos": ignore_eos}
         start = time.perf_counter()
@@ -368,6 +377,7 @@ class Bench:
     def run(self, price_per_hour: float | None) -> Report:
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         self._timings = []
+        self._deadline = time.monotonic() + self.max_run_s
         run_start = self._read_metrics()
         decode, load, quality = self.decode(), self.load(), self.quality()
         top = load[str(max(self.plan.concurrency))]["tok_s"]

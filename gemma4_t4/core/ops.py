@@ -20,6 +20,7 @@ from .. import catalog
 from . import proc
 from .lifecycle import VM_ABSENT
 from .targets import Target, TargetError, cause
+from .untrusted import quoted
 
 # `pulumi stack output` reads one stack's state from its backend: seconds, even from a remote backend on a
 # slow network. The limit only catches a hang (a backend that never answers, a held lock, a prompt):
@@ -52,12 +53,14 @@ def stack_outputs(stack: str, cwd: Path | None = None, instead: str = "--url URL
 def served_model(target: Target, model: str | None) -> str:
     """The model id to send: the one asked for if the server serves it, else the only one served."""
     served = [m["id"] for m in target.models()]
+    # The ids are the server's words: quoted and defanged (core.untrusted), data inside the message.
     if model is None:
         if len(served) != 1:
-            raise TargetError(f"the server serves {served}: pick one with --model")
+            raise TargetError(f"the server serves [{', '.join(map(quoted, served))}]: pick one with --model")
         return served[0]
     if model not in served:
-        raise TargetError(f"model {model!r} is not served here; /v1/models reports: {', '.join(served)}")
+        raise TargetError(f"model {quoted(model)} is not served here; /v1/models reports: "
+                          f"{', '.join(map(quoted, served))}")
     return model
 
 

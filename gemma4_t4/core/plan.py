@@ -28,7 +28,7 @@ import grpc
 import yaml
 
 from .. import catalog
-from ..errors import PROJECT, ConfigError, UsageError
+from ..errors import PROJECT, UNDECRYPTED_SECRET, ConfigError, UsageError
 from .cost import CostEstimate
 
 # The stack program, by module name: run as Pulumi runs a program, never imported by the core.
@@ -128,7 +128,7 @@ def apply_override(config: dict[str, Any], override: str) -> None:
     node[nested[-1]] = value
 
 
-SECRET_PLACEHOLDER = "[secret]"
+SECRET_PLACEHOLDER = UNDECRYPTED_SECRET
 
 
 def secret_keys(config: dict[str, Any]) -> list[str]:
@@ -504,6 +504,9 @@ def revision_line(plan: Plan) -> str | None:
     revision = plan.outputs.get("model_revision")
     if revision is None:
         return None
+    if not revision and plan.outputs.get("served_model_name") == catalog.DEFAULT_MODEL:
+        return (f"model revision: the Hub's main of the default model {catalog.DEFAULT_MODEL} (no source the catalog "
+                "cites gives a commit for it; set modelRevision to a commit to pin it)")
     if not revision:
         return "model revision: not pinned: the Hub's main may change under the stack; set modelRevision to a commit"
     if catalog.HUB_COMMIT.fullmatch(revision):

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import httpx
 
 from .. import catalog
+from .untrusted import defang
 
 
 class TargetError(RuntimeError):
@@ -59,7 +60,7 @@ def http_cause(response: httpx.Response) -> str:
             message = cause(text)
     phrase = response.reason_phrase or ""
     line = f"HTTP {response.status_code}" + (f" {phrase}" if phrase and phrase not in message else "")
-    message = " ".join(message.split())
+    message = defang(" ".join(message.split()))  # the server's words: no escape sequence reaches a reader
     return f"{line}: {message[:200]}" if message else line
 
 
@@ -110,12 +111,42 @@ CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 1800.0
 
 
+# The forms of a server's URL the tools take: its origin, or the OpenAI SDK's base (ORIGIN/v1), which names the same
+# server. The tools add the API's paths themselves; a path, query, fragment or user part would send the request (and
+# the stack's key, where it has one) somewhere the caller chose.
+SERVER_URL_PATHS = ("", "/", "/v1", "/v1/")
+
+
+def server_url(url: str) -> str:
+    """URL if it names a server as the tools take it (SERVER_URL_PATHS); TargetError saying why not."""
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as err:
+        raise TargetError(f"url {url}: {err}") from None
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise TargetError(f"url {url}: give http(s)://host:port, e.g. http://127.0.0.1:8000")
+    extra = [what for what, there in (("a path", parsed.path not in SERVER_URL_PATHS), ("a query", parsed.query),
+                                      ("a fragment", parsed.fragment), ("a user part", parsed.userinfo)) if there]
+    if extra:
+        origin = f"{parsed.scheme}://{parsed.host}" + (f":{parsed.port}" if parsed.port else "")
+        raise TargetError(f"url {url} has {' and '.join(extra)}: give the server's origin, e.g. {origin} (the tools "
+                          "add the API's paths themselves)")
+    return url
+
+
+def stack_api_key() -> str | None:
+    """vLLM's key for a stack's own server (apiKey): the operator's environment holds it under the name vLLM reads it
+    from (catalog.vllm.API_KEY_ENV). Only a stack's target sends it, never a URL a caller names."""
+    return os.environ.get(catalog.vllm.API_KEY_ENV, "").strip() or None
+
+
 @dataclass
 class HttpTarget:
     base_url: str
     label: str = ""
     cloud: str = field(default="", init=False)
     read_timeout_s: float = READ_TIMEOUT_S
+    api_key: str | None = field(default=None, repr=False)  # sent as a bearer token: a stack's own server only
     _client: httpx.Client | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -127,10 +158,8 @@ class HttpTarget:
     def client(self) -> httpx.Client:
         if self._client is None:
             timeout = httpx.Timeout(self.read_timeout_s, connect=CONNECT_TIMEOUT_S)
-            # A stack with apiKey: vLLM refuses /v1 without it, through the tunnel too. The operator's environment
-            # holds it under the name vLLM reads it from (catalog.vllm.API_KEY_ENV).
-            key = os.environ.get(catalog.vllm.API_KEY_ENV, "").strip()
-            headers = {"Authorization": f"Bearer {key}"} if key else None
+            # A stack with apiKey: vLLM refuses /v1 without it, through the tunnel too (stack_api_key).
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
             self._client = httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers)
         return self._client
 

@@ -17,6 +17,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
 from ..core import failures
+from ..core.untrusted import defang, defang_all
 from .workspace import Workspace
 
 T = TypeVar("T")
@@ -29,21 +30,24 @@ def workspace(ctx: Context) -> Workspace:
 
 
 async def in_thread(fn: Callable[[], T]) -> T:
-    """Run core code in a worker thread; its failures become tool errors with the CLI's messages."""
+    """Run core code in a worker thread; its failures become tool errors with the CLI's messages. What reaches the
+    agent, result or error, is defanged (core.untrusted): a model id, a server's error text, a model's answer or a
+    log line carries no control or bidirectional character, only its escape."""
     try:
-        return await anyio.to_thread.run_sync(fn)
+        return cast(T, defang_all(await anyio.to_thread.run_sync(fn)))
     except Exception as err:  # the CLI's one boundary (core.failures): the same lines
         failure = failures.explain(err)
         if failure.bug:
             logging.getLogger(__name__).exception("tool failed")  # the server's stderr: the client's log
-        raise ToolError(failure.message) from None
+        raise ToolError(defang(failure.message)) from None
 
 
 def progress(ctx: Context, total: float | None = None) -> Callable[[float, str], None]:
     """A callback for the worker thread that sends an MCP progress notification."""
 
     def report(done: float, message: str) -> None:
-        anyio.from_thread.run(functools.partial(ctx.report_progress, done, total, message))
+        # A progress message may be model text (query's pieces) or the VM's state: defanged like a result.
+        anyio.from_thread.run(functools.partial(ctx.report_progress, done, total, defang(message)))
 
     return report
 

@@ -38,3 +38,7 @@ class Effect:
 
 READS_HERE = Effect(open_world=False)  # reads this machine only (the project, the catalog, local files)
 READS = Effect()  # reads a cloud or a server, changes nothing
+# Reads this machine, and the Hugging Face Hub for a model the catalog does not know (its size, for the memory
+# plan): open world. The MCP server asks the Hub anonymously (server.serve): an agent's `config` override naming
+# another repository never carries the operator's HF token.
+READS_HERE_AND_HUB = Effect()

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from ..core.targets import TargetError
+from ..core.targets import TargetError, server_url
 
 REFUSED = "refused: "
 
@@ -33,10 +33,15 @@ class OutOfScope(TargetError):
 STACK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
 
 
-def stack_name(stack: str) -> str:
+def stack_name(stack: str, allowed: Sequence[str] = ()) -> str:
+    """STACK if it names one of this project's stacks by its own name, and (when the server was started with
+    --stack) one of those ALLOWED."""
     if not STACK_NAME.fullmatch(stack):
         raise OutOfScope(f"{REFUSED}stack {stack!r}: the tools act on this project's stacks by their own name "
                          "(letters, digits, - _ .), e.g. gce-t4; not org/project/stack")
+    if allowed and stack not in allowed:
+        raise OutOfScope(f"{REFUSED}stack {stack}: the server was started for {', '.join(allowed)} only (--stack); "
+                         f"start it with --stack {stack} to allow it")
     return stack
 
 
@@ -160,11 +165,9 @@ class Urls:
     def check(self, url: str) -> str:
         # httpx parses it here as HttpTarget's client will when it connects: one reading of the host.
         try:
-            parsed = httpx.URL(url)
-        except httpx.InvalidURL as err:
-            raise OutOfScope(f"{REFUSED}url {url}: {err}") from None
-        if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise OutOfScope(f"{REFUSED}url {url}: give http(s)://host:port, e.g. http://127.0.0.1:8000")
+            parsed = httpx.URL(server_url(url))
+        except TargetError as err:
+            raise OutOfScope(f"{REFUSED}{err}") from None
         if is_loopback(parsed.host) or _origin(parsed) in {_origin(httpx.URL(a)) for a in self.allowed}:
             return url
         allowed = ", ".join(self.allowed) or "none"

@@ -49,15 +49,20 @@ class Workspace:
 
     def __init__(self, project_dir: Path | None = None, workdir: Path | None = None,
                  allow_urls: Sequence[str] = (), endpoint_url: str | None = None,
-                 compute_endpoint: str | None = None):
+                 compute_endpoint: str | None = None, stacks: Sequence[str] = ()):
         self.project_dir = project_dir
         self.workdir = (workdir or default_workdir()).resolve()
         self.urls = scope.Urls(tuple(allow_urls))
+        self.stacks = tuple(stacks)  # --stack: the only stacks the tools act on (empty: any of the project's)
         self.endpoint_url = endpoint_url  # a stand-in for the cloud's serving API (clouds.stack_target)
         self.compute_endpoint = compute_endpoint
 
     def outputs(self, stack: str) -> dict[str, Any]:
-        return ops.stack_outputs(scope.stack_name(stack), cwd=self.project_dir)
+        return ops.stack_outputs(self.stack(stack), cwd=self.project_dir)
+
+    def stack(self, name: str) -> str:
+        """NAME, if the tools may act on it (scope.stack_name)."""
+        return scope.stack_name(name, self.stacks)
 
     def target(self, url: str | None, stack: str | None, endpoint: str | None, region: str | None) -> Target:
         if stack and not url:

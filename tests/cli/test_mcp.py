@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from compute_standin import ComputeStandIn
 from conftest import REPO, SERVED, free_port, run
@@ -143,7 +144,9 @@ def test_the_tool_list_types_inputs_and_marks_what_changes_state_or_costs_money(
             for line in (REPO / "docs" / "mcp.md").read_text().splitlines() if line.startswith("| ")}
     destructive = next(names for row, names in rows.items() if row.startswith("destructive"))
     assert destructive == CHANGES and rows["read-only"] == TOOLS - CHANGES
-    assert tools["plan"].annotations.open_world_hint is False and tools["status"].annotations.open_world_hint
+    assert tools["zones"].annotations.open_world_hint is False and tools["status"].annotations.open_world_hint
+    # plan and cost size a model the catalog lacks from the Hugging Face Hub: open world.
+    assert tools["plan"].annotations.open_world_hint and tools["cost"].annotations.open_world_hint
     query = tools["query"].input_schema
     assert query["required"] == ["prompt"] and query["properties"]["max_tokens"]["minimum"] == 1
     concurrency = tools["bench"].input_schema["properties"]["concurrency"]
@@ -245,7 +248,7 @@ def test_plan_and_cost_are_the_clis(tmp_path):
         async with session() as client:
             return (await call(client, "plan", stack="gce-t4", config=["gemma4-t4:maxModelLen=8192"]),
                     await call(client, "cost", stack="gce-t4"),
-                    await call(client, "preflight", stack="gce-t4", project="my-project"),
+                    await call(client, "preflight", stack="gce-t4"),
                     await call(client, "preflight", stack="sagemaker-t4"))
 
     plan, cost, gce, sagemaker = anyio.run(main)
@@ -254,9 +257,9 @@ def test_plan_and_cost_are_the_clis(tmp_path):
     assert plan.data["outputs"]["cost_per_hour_usd"] == cost.data["running_usd_per_hour"]
     assert plan.data["schema_version"] == SCHEMA_VERSION
     assert cost.data == cli_json("cost", "gce-t4", "--json")
-    # Preflight needs the user's cloud credentials; without them, the CLI's own message.
-    assert gce.error.endswith(cli_message("preflight", "gce-t4", "--project", "my-project"))
-    assert "gcloud auth application-default login" in gce.error
+    # Preflight asks the stack's own project, which the shipped stack file leaves to the user: the CLI's own message.
+    assert gce.error.endswith(cli_message("preflight", "gce-t4"))
+    assert "pulumi config set gcp:project PROJECT" in gce.error
     assert "no AWS credentials" in sagemaker.error
 
 
@@ -332,7 +335,8 @@ def test_stop_and_start_refuse_any_vm_but_the_stacks_before_any_compute_call(fak
     assert refused["no stack"].message.startswith(f"refused: instance {where['instance']}, zone {where['zone']}")
     assert "without a stack" in refused["no stack"].error
     assert refused["not a stack name"].message.startswith("refused: stack 'org/other-project/gce-t4'")
-    assert refused["preflight"].message == "refused: project someone-else is not stack gce-t4's: its gcp:project is mine"
+    assert refused["preflight"].message.startswith("refused: config gcp:project=mine: the tools check the stack's own "
+                                                   "project")
     assert all("\n" not in outcome.message for outcome in refused.values())
 
 
@@ -578,30 +582,62 @@ def test_fit_runs_the_checker_in_every_fit_environment(fit_environments):
     assert all(report["target"] == "sm_75" and report["fits"] for report in fit.data["reports"])
 
 
-def test_streamable_http_on_loopback():
+MCP_TOKEN = "t" * 40
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+              "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "curl", "version": "0"}}}
+STOP = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "stop", "arguments": {"stack": "gce-t4"}}}
+
+
+def test_streamable_http_on_loopback_asks_every_request_for_its_token():
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "gemma4_t4", "mcp", "--transport", "streamable-http", "--port",
-                               str(port)], cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                               str(port)], cwd=REPO, env=_env({"GEMMA4_T4_MCP_TOKEN": MCP_TOKEN}),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/mcp"
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     try:
         async def main():
             deadline = time.monotonic() + 30
             while True:
                 try:
-                    async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write), \
+                    # The probe: a bare request (curl's), initialize then tools/call stop, with no token or a wrong one.
+                    async with httpx2.AsyncClient() as bare:
+                        refused = [(await bare.post(url, json=body, headers={**headers, **extra})).status_code
+                                   for body in (INITIALIZE, STOP)
+                                   for extra in ({}, {"Authorization": "Bearer " + "x" * 40})]
+                    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {MCP_TOKEN}"}) as authorized, \
+                            streamable_http_client(url, http_client=authorized) as (read, write), \
                             ClientSession(read, write) as client:
                         await client.initialize()
                         tools = {tool.name for tool in (await client.list_tools()).tools}
-                        return tools, await call(client, "cost", stack="sagemaker-t4")
-                except Exception:
+                        return refused, tools, await call(client, "cost", stack="sagemaker-t4")
+                except Exception:  # not listening yet (a refused connection, inside the SDK's task group)
                     if time.monotonic() > deadline or server.poll() is not None:
                         raise
                     await anyio.sleep(0.5)
 
-        tools, cost = anyio.run(main)
+        refused, tools, cost = anyio.run(main)
     finally:
         server.terminate()
         server.wait(timeout=10)
+    assert refused == [401, 401, 401, 401]
     assert tools == TOOLS and cost.data["cloud"] == "sagemaker" and cost.data["stopped_usd_per_month"] is None
+
+
+def test_without_a_given_token_one_is_made_and_printed_once_and_a_short_one_is_refused():
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "gemma4_t4", "mcp", "--transport", "streamable-http", "--port",
+                               str(port)], cwd=REPO, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        line = server.stderr.readline()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    token = line.rsplit(": ", 1)[1].strip()
+    assert f"http://127.0.0.1:{port}/mcp asks every request for this token" in line and len(token) >= 32
+    short = cli("mcp", "--transport", "streamable-http", "--port", str(port), env={"GEMMA4_T4_MCP_TOKEN": "short"})
+    assert short.returncode == 2 and "GEMMA4_T4_MCP_TOKEN is shorter than 32 characters" in short.stderr
 
 
 # --- the CLI and the tools cannot drift apart -----------------------------------------------------------
@@ -609,7 +645,7 @@ def test_streamable_http_on_loopback():
 # The JSON type of a tool argument that each CLI option's converter makes (argparse's `type`, by name).
 JSON_TYPE = {"str": "string", "Path": "string", "int": "integer", "positive_int": "integer", "float": "number",
              "non_negative_float": "number", "positive_float": "number", "_concurrency": "array",
-             "<lambda>": "array"}
+             "<lambda>": "array", "_prompt": "string"}
 
 
 def cli_options() -> dict[str, dict[str, str]]:

@@ -60,6 +60,9 @@ def test_human_plan_lists_the_cost_guards_and_what_one_off_can_cost():
 
 def test_human_plan_says_whether_the_models_revision_is_pinned():
     result = plan_cli("gce-t4")
+    assert result.returncode == 0 and result.stderr == "", "at the defaults the plan warns of nothing"
+    assert "model revision: the Hub's main of the default model google/gemma-4-E2B-it-qat-w4a16-ct" in result.stdout
+    result = plan_cli("gce-t4", "--config", "model=google/gemma-4-E2B-it")
     assert result.returncode == 0, result.stderr
     assert ("model revision: not pinned: the Hub's main may change under the stack; set modelRevision to a commit"
             in result.stdout)

@@ -150,3 +150,25 @@ def test_cost_from_the_plan_counts_the_disks_a_stopped_vm_keeps():
     assert sagemaker.returncode == 0 and "cannot stop" in sagemaker.stdout
     refused = cli("cost", "gce-t4", "--config", "gemma4-t4:dtype=bfloat16")
     assert refused.returncode == 2 and "fix: pulumi config set gemma4-t4:dtype float16" in refused.stderr
+
+
+@pytest.mark.parametrize("action", ["stop", "start"])
+def test_a_vm_without_the_components_label_is_left_alone(compute, action):
+    where = compute.add_vm("RUNNING" if action == "stop" else "TERMINATED", labels={"team": "other"})
+    with pytest.raises(TargetError, match=r"has no label app=gemma4-t4: it is not a VM gemma4-t4 made") as caught:
+        getattr(lifecycle, action)(lifecycle.Compute(compute.url), _vm(where), interval_s=0.01)
+    assert "team=other" in str(caught.value)
+    assert not any(verb.endswith(("/stop", "/start")) for _, verb in compute.calls), "nothing was changed"
+    assert compute.status(where["instance"]) == ("RUNNING" if action == "stop" else "TERMINATED")
+
+
+def test_an_operator_with_the_role_on_the_vm_alone_stops_and_starts_it(compute):
+    """The stack's operator role (catalog.GCE_OPERATOR_PERMISSIONS) reads neither the zone's operations nor the
+    disks: stop and start follow the VM's own status, and list no disk bills."""
+    compute.forbidden = {"disks", "operations"}
+    where = compute.add_vm("RUNNING")
+    stopped = lifecycle.stop(lifecycle.Compute(compute.url), _vm(where), interval_s=0.01)
+    assert (stopped.status_before, stopped.status_after) == ("RUNNING", "TERMINATED") and stopped.disks == []
+    started = lifecycle.start(lifecycle.Compute(compute.url), _vm(where), interval_s=0.01)
+    assert (started.status_before, started.status_after) == ("TERMINATED", "RUNNING")
+    assert ("GET", next(c for _, c in compute.calls if c.startswith("operations/"))) in compute.calls

@@ -21,6 +21,7 @@ INSTANCE = "gcp:compute/instance:Instance"
 MODEL = "aws:sagemaker/model:Model"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 DEFAULT_MODEL = "google/gemma-4-E2B-it-qat-w4a16-ct"
+CHOSEN = "google/gemma-4-E2B-it"  # a catalog model the user names (no Hub needed to size it)
 
 
 def _vllm_args(plan) -> list[str]:
@@ -72,11 +73,23 @@ def test_a_revision_for_a_checkpoint_on_the_server_is_refused(refused_stack):
     assert error.setting == "modelRevision" and "directory on the server" in error.problem
 
 
-def test_unpinned_is_warned_once_and_shown_in_the_plan(run_stack, caplog, capsys):
+def test_at_the_defaults_the_plan_says_the_revision_once_as_a_fact_and_nothing_warns(run_stack, caplog, capsys):
+    """The catalog cites no Hub commit for the default model: the user chose nothing, so nothing warns."""
     caplog.set_level(logging.WARNING)
     plan = run_stack("gce-t4")
+    assert _revision_warnings(caplog) == []
+    assert plan.outputs["model_revision"] == ""
+    assert revision_line(plan) == (f"model revision: the Hub's main of the default model {DEFAULT_MODEL} (no source "
+                                   "the catalog cites gives a commit for it; set modelRevision to a commit to pin it)")
+    plan_cli.show(plan)
+    assert revision_line(plan) in capsys.readouterr().out.splitlines()
+
+
+def test_a_chosen_model_unpinned_is_warned_once_and_shown_in_the_plan(run_stack, caplog, capsys):
+    caplog.set_level(logging.WARNING)
+    plan = run_stack("gce-t4", f"model={CHOSEN}")
     assert _revision_warnings(caplog) == [
-        f"model revision not pinned: the Hub's main of {DEFAULT_MODEL} may change under the stack; "
+        f"model revision not pinned: the Hub's main of {CHOSEN} may change under the stack; "
         "set modelRevision to a commit"]
     assert plan.outputs["model_revision"] == ""
     assert revision_line(plan) == ("model revision: not pinned: the Hub's main may change under the stack; set "

@@ -243,3 +243,31 @@ def test_the_docs_document_every_field_of_the_report():
              bench.ServerCheck, bench.Figures, bench.Quality, bench.Answer)
     declared = {key for kind in types for key in get_type_hints(kind)} | {f.name for f in fields(bench.BenchPlan)}
     assert declared - documented == set()
+
+
+class _ClockedServer:
+    """A server that answers each streamed request in vLLM's chunk shape with exactly max_tokens tokens (as vLLM does
+    under ignore_eos), each request taking CLOCK 1000 s."""
+
+    label, cloud = "clocked", ""
+
+    def __init__(self, clock: list[float]):
+        self.clock, self.requests = clock, 0
+
+    def chat_stream(self, body):
+        self.requests += 1
+        self.clock[0] += 1000
+        yield {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}]}
+        yield {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": body["max_tokens"]}}
+
+    def metrics(self):
+        return None
+
+
+def test_a_bench_sends_no_request_past_its_limit_so_the_idle_stop_can_fire(monkeypatch):
+    clock = [0.0]
+    monkeypatch.setattr(bench.time, "monotonic", lambda: clock[0])
+    server = _ClockedServer(clock)
+    with pytest.raises(bench.TargetError, match=r"ran past its limit of 60 min \(core.limits.BENCH_MAX_S\)"):
+        bench.Bench(server, "m", bench.BenchPlan()).run(None)
+    assert server.requests == 4, "requests started at 0, 1000, 2000 and 3000 s; none at 4000 s, past 3600"

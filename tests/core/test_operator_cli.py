@@ -69,7 +69,7 @@ def test_query_streams_chunks_and_ends_with_usage(vllm_server):
 def test_wrong_model_names_the_served_ids(vllm_server):
     result = cli("query", "hi", "--url", vllm_server, "--model", "google/gemma-4-E2B-it")
     assert result.returncode == 1
-    assert "'google/gemma-4-E2B-it' is not served here; /v1/models reports: tiny" in result.stderr
+    assert '"google/gemma-4-E2B-it" is not served here; /v1/models reports: "tiny"' in result.stderr
 
 
 def test_unreachable_server_is_a_clear_error():

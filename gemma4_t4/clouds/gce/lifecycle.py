@@ -67,12 +67,18 @@ class Compute:
             raise TargetError("no Google credentials: gcloud auth application-default login") from None
         self.done = compute_v1.Operation.Status.DONE
 
-    def call(self, what: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+    def call(self, what: str, fn: Callable[..., Any], forbidden: Any = None, **kwargs: Any) -> Any:
+        """FN(**KWARGS); FORBIDDEN (when not None) where the caller may not read it: an operator granted the
+        stack's operator role on the VM alone reads neither its disks nor the zone's operations."""
         from google.api_core import exceptions as gexc
         from google.auth import exceptions as auth_exc
 
         try:
             return fn(**kwargs)
+        except gexc.Forbidden as err:
+            if forbidden is None:
+                raise TargetError(cloud_message(err) or f"Compute Engine API: {err.message}") from None
+            return forbidden
         except gexc.NotFound:
             raise TargetError(f"{what} not found: was the stack destroyed, or the VM deleted outside Pulumi? "
                               "(`pulumi refresh`, then `pulumi up` makes it again)") from None
@@ -102,7 +108,10 @@ def disk_bills(compute: Compute, vm: Vm, instance: Any) -> list[DiskBill]:
     bills = []
     for attached in instance.disks:
         name = _last(attached.source)
-        disk = compute.call(f"disk {name}", compute.disks.get, project=vm.project, zone=vm.zone, disk=name)
+        disk = compute.call(f"disk {name}", compute.disks.get, forbidden=False, project=vm.project, zone=vm.zone,
+                            disk=name)
+        if disk is False:  # the operator role is on the VM only: the disks' bills are then not listed
+            return []
         bills.append(disk_bill(name, _last(disk.type_), int(disk.size_gb), vm.zone))
     return bills
 
@@ -149,8 +158,11 @@ class _Waiter:
         while operation.status != self.compute.done:
             self.on_tick(self.elapsed, {"operation": f"{action} {operation.status.name}"})
             self._sleep(f"waiting for the {action} operation")
-            operation = self.compute.call(f"operation {operation.name}", self.compute.operations.get,
-                                          project=self.vm.project, zone=self.vm.zone, operation=operation.name)
+            polled = self.compute.call(f"operation {operation.name}", self.compute.operations.get, forbidden=False,
+                                       project=self.vm.project, zone=self.vm.zone, operation=operation.name)
+            if polled is False:  # an operator on the VM alone: the VM's own status says when it is done
+                return
+            operation = polled
         if operation.error or operation.http_error_status_code >= 400:
             message = _operation_error(operation)
             if "RESOURCE_POOL_EXHAUSTED" in message:
@@ -167,11 +179,21 @@ class _Waiter:
             self._sleep(status)
 
 
+def check_label(vm: Vm, instance: Any) -> None:
+    """The VM is one the component made (catalog.GCE_APP_LABEL), else TargetError before any change."""
+    key, value = catalog.GCE_APP_LABEL
+    labels = dict(getattr(instance, "labels", None) or {})
+    if labels.get(key) != value:
+        raise TargetError(f"{vm} has no label {key}={value}: it is not a VM gemma4-t4 made, so stop and start leave "
+                          f"it alone (its labels: {', '.join(f'{k}={v}' for k, v in labels.items()) or 'none'})")
+
+
 def stop(compute: Compute, vm: Vm, timeout_s: float = 600, interval_s: float = 5,
          on_tick: TickCallback | None = None) -> LifecycleResult:
     """Stop the VM and wait until it is TERMINATED; a VM already stopped is left as it is."""
     wait = _Waiter(compute, vm, timeout_s, interval_s, on_tick)
     instance = wait.instance()
+    check_label(vm, instance)
     before, disks = instance.status, disk_bills(compute, vm, instance)
     if before not in STOPPED:
         if before != "STOPPING":
@@ -192,6 +214,7 @@ def start(compute: Compute, vm: Vm, timeout_s: float = 600, interval_s: float = 
     """Start the VM and wait until it is RUNNING; a VM already running is left as it is."""
     wait = _Waiter(compute, vm, timeout_s, interval_s, on_tick)
     instance = wait.instance()
+    check_label(vm, instance)
     before, disks = instance.status, disk_bills(compute, vm, instance)
     if before == "SUSPENDED":
         raise TargetError(f"{vm} is suspended, not stopped: gcloud compute instances resume {vm.instance} "

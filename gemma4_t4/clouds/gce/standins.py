@@ -62,6 +62,13 @@ def gcp_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tu
         return outside
     physical = physical_name(logical, inputs, suffix)
     kind = typ.rsplit(":", 1)[-1].lower()
+    if kind == "iamcustomrole":
+        # pulumi_gcp 10.2.0 projects/iam_custom_role.py: `name`, "The name of the role in the format
+        # `projects/{{project}}/roles/{{role_id}}`. Like `id`, this field can be used as a reference in ... IAM role
+        # bindings"; the module declares no self_link.
+        project = inputs.get("project") or gcp_project()
+        role = f"projects/{project}/roles/{inputs['roleId']}"
+        return role, {**inputs, "project": project, "name": role, "deleted": False}
     where = (f"zones/{inputs['zone']}" if "zone" in inputs else f"regions/{inputs['region']}" if "region" in inputs
              else "global")
     resource_id = f"projects/{project}/{where}/{kind}s/{physical}"

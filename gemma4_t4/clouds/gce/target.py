@@ -20,6 +20,7 @@ from ...core.targets import (
     TargetError,
     cause,
     free_local_port,
+    stack_api_key,
     vram,
 )
 
@@ -194,6 +195,7 @@ class GceTarget(HttpTarget):
     zone: str = ""
     project: str = ""
     port: int = 8000  # the VM's own port (vLLM on its loopback)
+    api_key: str | None = field(default_factory=stack_api_key, repr=False)  # the stack's own server: its apiKey
     watch: Any = field(default=None, repr=False)  # lifecycle.VmWatch: the VM's status and boot phases
     _tunnel: IapTunnel | None = field(default=None, repr=False)
 

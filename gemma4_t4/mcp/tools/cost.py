@@ -7,14 +7,13 @@ from mcp.server.mcpserver import Context
 from ... import clouds
 from ...core import cost as core_cost
 from ...core.ops import SCHEMA_VERSION
-from .. import scope
 from ..calls import in_thread, versioned, workspace
-from ..effects import READS_HERE
+from ..effects import READS_HERE_AND_HUB
 from ..inputs import Overrides, Stack
 
 NAME = "cost"
 COMMAND = "cost"
-EFFECT = READS_HERE
+EFFECT = READS_HERE_AND_HUB
 
 
 @dataclasses.dataclass
@@ -25,6 +24,6 @@ class CostResult(core_cost.CostEstimate):
 async def cost(ctx: Context, stack: Stack, config: Overrides | None = None) -> CostResult:
     """What the stack costs at catalog list prices: per hour serving, per month with its VM
     stopped (GCE: the disks), per month after `pulumi destroy`."""
-    project_dir = workspace(ctx).project_dir
+    bound = workspace(ctx)
     return versioned(CostResult, await in_thread(
-        lambda: clouds.estimate(scope.stack_name(stack), config or [], project_dir)))
+        lambda: clouds.estimate(bound.stack(stack), config or [], bound.project_dir)))

@@ -3,7 +3,7 @@
 from mcp.server.mcpserver import Context
 
 from ..effects import Effect
-from ..inputs import Seconds, StackName
+from ..inputs import Interval, Seconds, StackName
 from ..vm import LifecycleResult, VmPart, change
 
 NAME = "start"
@@ -12,7 +12,7 @@ EFFECT = Effect("starts the VM: the machine and GPU bill again", costs_money=Tru
 
 
 async def start(ctx: Context, stack: StackName = None, instance: VmPart = None, zone: VmPart = None,
-              project: VmPart = None, timeout_s: Seconds = 600, interval_s: Seconds = 5) -> LifecycleResult:
+              project: VmPart = None, timeout_s: Seconds = 600, interval_s: Interval = 5) -> LifecycleResult:
     """Start a stopped GCE stack's VM and wait until it runs; the machine and GPU bill again
     (the price per hour is in the result). Needs the user's approval. Only the stack's own VM.
     The guest comes back by itself; then call wait until vLLM is healthy."""

@@ -10,7 +10,7 @@ from ...core import ops
 from ...core.ops import SCHEMA_VERSION
 from ..calls import in_thread, progress, versioned, workspace
 from ..effects import READS
-from ..inputs import Endpoint, Region, Seconds, StackName, Url
+from ..inputs import Endpoint, Interval, Region, Seconds, StackName, Url
 
 NAME = "wait"
 COMMAND = "wait"
@@ -23,7 +23,7 @@ class WaitResult(ops.WaitResult):
 
 
 async def wait(ctx: Context, url: Url = None, stack: StackName = None, endpoint: Endpoint = None,
-              region: Region = None, timeout_s: Seconds = ops.WAIT_TIMEOUT_S, interval_s: Seconds = 15) -> WaitResult:
+              region: Region = None, timeout_s: Seconds = ops.WAIT_TIMEOUT_S, interval_s: Interval = 15) -> WaitResult:
     """Poll /health until healthy, reporting elapsed time, the GCE guest's boot phase and VRAM as
     progress; an error saying what was seen if the server dies or the time runs out (a new GCE VM's
     first boot takes tens of minutes: docs/gce-guest.md, "First-boot timings")."""

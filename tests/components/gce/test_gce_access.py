@@ -3,6 +3,7 @@ with a key and source ranges, no external IP with Cloud NAT, and per-instance gr
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -10,14 +11,18 @@ import pulumi
 import pytest
 import yaml
 from conftest import REPO, send_json
+from pulumi.runtime import settings
 
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.gce.standins import MOCK_GCP_PROJECT
+from gemma4_t4.clouds.gce.target import GceTarget
 from gemma4_t4.components import GceT4Server, InvalidArgs
 from gemma4_t4.components.gce.guest import render_serving_env
 from gemma4_t4.core import plan as offline
 from gemma4_t4.core.cost import CostEstimate
 from gemma4_t4.core.targets import HttpTarget, TargetError
+from gemma4_t4.errors import ConfigError
+from gemma4_t4.testing import ProviderMocks
 
 INSTANCE = "gcp:compute/instance:Instance"
 FIREWALL = "gcp:compute/firewall:Firewall"
@@ -26,6 +31,7 @@ NAT = "gcp:compute/routerNat:RouterNat"
 TUNNEL_MEMBER = "gcp:iap/tunnelInstanceIAMMember:TunnelInstanceIAMMember"
 LOGIN_MEMBER = "gcp:compute/instanceIAMMember:InstanceIAMMember"
 PROJECT_SERVICE = "gcp:projects/service:Service"
+CUSTOM_ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
 THEIR_NETWORK = "projects/p/global/networks/shared"
 THEIR_SUBNET = "projects/p/regions/us-west2/subnetworks/shared"
 KEY = "k" * 40
@@ -115,6 +121,48 @@ def test_refused_at_preview_with_the_key_and_the_fix(refused_stack, overrides, k
     assert error.key == key
     assert fix in error.fix
     assert partial.resources == [], "a refused config must create no resource"
+
+
+def refused_exposed(monkeypatch, *overrides: str, key_value: str = KEY) -> tuple[ConfigError, offline.Plan]:
+    """The exposed stack under `pulumi preview`, which decrypts the `secure:` apiKey and hands the program its value
+    marked secret (the offline plan, which cannot decrypt, hands a placeholder): the engine's decryption stood in
+    for by the value the test gives."""
+    config = clouds.stack_config("gce-t4", (*EXPOSED, *overrides), REPO)
+    config["gemma4-t4:apiKey"] = {"secure": "AAABAGVuY3J5cHRlZA=="}
+    as_string = offline._as_config_string
+    monkeypatch.setattr(offline, "_as_config_string",
+                        lambda value: key_value if value == config["gemma4-t4:apiKey"] else as_string(value))
+    partial = offline.Plan("gce-t4")
+    with pytest.raises(ConfigError) as caught:
+        clouds.offline_plan("gce-t4", config, plan=partial)
+    return caught.value, partial
+
+
+@pytest.mark.parametrize("overrides,key_value,key,fix", [
+    # The stack passes apiKey as a secret Output: its value is checked all the same, before anything exists.
+    ((), "short-key", "gemma4-t4:apiKey", "pulumi config set --secret gemma4-t4:apiKey"),
+    # Two halves of the internet are the internet: nothing wider than a /8 is admitted.
+    (("apiSourceRanges=0.0.0.0/1,128.0.0.0/1",), KEY, "gemma4-t4:apiSourceRanges",
+     "(the networks that call vLLM, each /8 or narrower)"),
+    (("apiSourceRanges=10.0.0.0/7",), KEY, "gemma4-t4:apiSourceRanges", "apiSourceRanges CIDR"),
+], ids=["short-secret-key", "two-halves", "slash-7"])
+def test_exposure_refused_at_preview_naming_the_key_and_the_fix(monkeypatch, overrides, key_value, key, fix):
+    error, partial = refused_exposed(monkeypatch, *overrides, key_value=key_value)
+    assert error.key == key and fix in error.fix
+    assert "short-key" not in str(error), "a credential is never shown"
+    assert partial.resources == [], "a refused config must create no resource"
+
+
+def test_a_short_secret_key_is_refused_in_a_python_program_too():
+    with pytest.raises(InvalidArgs) as caught:
+        component_plan(lambda: {"api_key": pulumi.Output.secret("short-key")}, host="0.0.0.0",
+                       allow_non_loopback_host=True, api_source_ranges=["10.0.0.0/8"])
+    assert caught.value.key == "api_key" and "short-key" not in str(caught.value)
+
+
+def test_a_slash_8_is_the_widest_range_admitted(run_stack):
+    plan = exposed_stack(run_stack, "apiSourceRanges=10.0.0.0/8")
+    assert rules_of(plan)["allow-api"]["sourceRanges"] == ["10.0.0.0/8"]
 
 
 def test_non_loopback_without_source_ranges_is_refused_even_with_a_key():
@@ -212,11 +260,13 @@ def test_operators_get_the_tunnel_and_os_login_on_this_instance_only(run_stack):
     vm = plan.one(INSTANCE).state
     tunnels, logins = plan.find(TUNNEL_MEMBER), plan.find(LOGIN_MEMBER)
     assert sorted(m.inputs["member"] for m in tunnels) == ["group:oncall@example.com", "user:alice@example.com"]
-    assert sorted(m.inputs["member"] for m in logins) == ["group:oncall@example.com", "user:alice@example.com"]
+    assert sorted(m.inputs["member"] for m in logins if "-login-" in m.name) == ["group:oncall@example.com",
+                                                                                 "user:alice@example.com"]
     for member in tunnels:
         assert member.inputs["role"] == "roles/iap.tunnelResourceAccessor"
         assert (member.inputs["instance"], member.inputs["zone"]) == (vm["name"], "us-west2-b")
-    for member in logins:
+    logins_only = [m for m in logins if m.name.startswith("gemma4-t4-login-") or "-login-" in m.name]
+    for member in logins_only:
         assert member.inputs["role"] == "roles/compute.osLogin", "no sudo: osAdminLogin is the user's choice"
         assert (member.inputs["instanceName"], member.inputs["zone"]) == (vm["name"], "us-west2-b")
     # The tunnel grant is an IAP API call: the API is enabled first, and left on when the stack goes.
@@ -224,11 +274,23 @@ def test_operators_get_the_tunnel_and_os_login_on_this_instance_only(run_stack):
     assert api.inputs["service"] == "iap.googleapis.com" and api.inputs["disableOnDestroy"] is False
     assert all(api.urn.split("::")[-1] in " ".join(m.options["dependsOn"]) for m in tunnels), \
         [m.options["dependsOn"] for m in tunnels]
-    assert not run_stack("gce-t4").find(TUNNEL_MEMBER), "none without operators"
     assert not run_stack("gce-t4").find(PROJECT_SERVICE), "no API enabled without operators"
+    # Read, stop and start: a custom role of those permissions alone, bound on this instance (never a project-wide
+    # instanceAdmin, whose compute.instances.setMetadata is root on every VM of the project).
+    role = plan.one(CUSTOM_ROLE)
+    assert role.inputs["permissions"] == ["compute.instances.get", "compute.instances.getGuestAttributes",
+                                          "compute.instances.start", "compute.instances.stop"]
+    assert not any("setMetadata" in p or "setIamPolicy" in p for p in role.inputs["permissions"])
+    operate = [m for m in logins if m.inputs["role"] == role.state["name"]]
+    assert sorted(m.inputs["member"] for m in operate) == ["group:oncall@example.com", "user:alice@example.com"]
+    assert all((m.inputs["instanceName"], m.inputs["zone"]) == (vm["name"], "us-west2-b") for m in operate)
+    assert role.state["name"] == f"projects/{MOCK_GCP_PROJECT}/roles/{role.inputs['roleId']}"
+    assert not run_stack("gce-t4").find(TUNNEL_MEMBER), "none without operators"
+    assert not run_stack("gce-t4").find(CUSTOM_ROLE)
     # Named by member: dropping alice leaves the on-call group's grants as they are (no replacement).
     kept = run_stack("gce-t4", "operators=group:oncall@example.com")
     assert [m.name for m in kept.find(LOGIN_MEMBER)] == [m.name for m in logins if "oncall" in m.inputs["member"]]
+    assert kept.one(CUSTOM_ROLE).name == role.name, "one role per stack, whoever the operators are"
 
 
 def test_operators_as_a_list_from_the_stack_file():
@@ -236,7 +298,7 @@ def test_operators_as_a_list_from_the_stack_file():
     config = clouds.stack_config("gce-t4", (), REPO)
     config["gemma4-t4:operators"] = yaml.safe_load("[user:alice@example.com]")
     plan = clouds.offline_plan("gce-t4", config)
-    assert [m.inputs["member"] for m in plan.find(LOGIN_MEMBER)] == ["user:alice@example.com"]
+    assert [m.inputs["member"] for m in plan.find(LOGIN_MEMBER)] == ["user:alice@example.com"] * 2
 
 
 # --- the operator tools with a key -----------------------------------------------------------------
@@ -266,10 +328,48 @@ def keyed_vllm():
     server.shutdown()
 
 
-def test_the_operator_tools_send_the_key_from_the_environment(keyed_vllm, monkeypatch):
+def test_a_stacks_target_sends_the_key_from_the_environment_and_a_named_url_never(keyed_vllm, monkeypatch):
     monkeypatch.delenv("VLLM_API_KEY", raising=False)
     with pytest.raises(TargetError, match="HTTP 401"):
-        HttpTarget(keyed_vllm)._request("GET", "/v1/models")
+        GceTarget(keyed_vllm)._request("GET", "/v1/models")
     assert HttpTarget(keyed_vllm).health(), "/health answers without the key"
     monkeypatch.setenv("VLLM_API_KEY", KEY)
-    assert HttpTarget(keyed_vllm)._request("GET", "/v1/models").json()["data"][0]["id"] == "m"
+    # The stack's own VM (its tunnel's local port; here the keyed server stands in for it): the key goes.
+    assert GceTarget(keyed_vllm)._request("GET", "/v1/models").json()["data"][0]["id"] == "m"
+    # A url a caller names, loopback or not, is not the stack's: the key never goes there.
+    with pytest.raises(TargetError, match="HTTP 401"):
+        clouds.resolve_target(url=keyed_vllm)._request("GET", "/v1/models")
+
+
+def test_preview_warns_who_reads_the_key_in_the_metadata(run_stack, caplog):
+    exposed_stack(run_stack)
+    assert any("apiKey is in the VM's metadata" in r.message and r.levelname == "WARNING" for r in caplog.records)
+    caplog.clear()
+    run_stack("gce-t4")
+    assert not any("apiKey" in r.message for r in caplog.records), "no key, no warning"
+
+
+def _under_users_mocks_at_preview(api_key) -> None:
+    """GceT4Server in a user's unit test: pulumi's own mocks (gemma4_t4.testing.ProviderMocks) at preview."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        pulumi.runtime.set_mocks(ProviderMocks(), preview=True)
+        GceT4Server("llm", {"host": "0.0.0.0", "allow_non_loopback_host": True, "api_source_ranges": ["10.0.0.0/8"],
+                            "api_key": api_key()})
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+        settings.reset_options()
+
+
+async def _value(value):
+    return value
+
+
+def test_at_preview_under_mocks_a_known_secret_key_is_checked_and_an_unknown_one_passes():
+    with pytest.raises(InvalidArgs) as caught:
+        _under_users_mocks_at_preview(lambda: pulumi.Output.secret("short-key"))
+    assert caught.value.key == "api_key"
+    # Another resource's output, not known at preview (Output(resources, value, is_known=False, is_secret=True)).
+    _under_users_mocks_at_preview(lambda: pulumi.Output(set(), _value(None), _value(False), _value(True)))
