@@ -90,8 +90,14 @@ AWS_PRICES = {
 SAGEMAKER_BUILD_SECONDS = 7 + 17 + 191 + 565
 # The base image as CodeBuild pulls it ([sagemaker-t4-article]: the AWS vLLM container, ~8 GB).
 SAGEMAKER_BASE_IMAGE_BYTES = 8 * 10**9
-# The tag this project puts on its endpoint, with the stack's name: how preflight finds the stack's
-# own endpoint among the account's.
+# The tags this project puts on its endpoint (and its log group and kept repository): the Pulumi organization,
+# project and stack, the three that name a stack (pulumi.com/docs/iac/concepts/stacks: "The stack name must be unique
+# within a project", named in full orgName/projectName/stackName; a DIY backend's organization is "organization",
+# Pulumi's automation.fullyQualifiedStackName reference, read 2026-12-06). How preflight,
+# status and the account check find the stack's own endpoints among the account's: all three must match, so two
+# stacks named alike in other projects or organizations never see each other's.
+SAGEMAKER_ORGANIZATION_TAG = "gemma4-t4:organization"
+SAGEMAKER_PROJECT_TAG = "gemma4-t4:project"
 SAGEMAKER_STACK_TAG = "gemma4-t4:stack"
 # The tag that says which fleet an endpoint runs: a digest of everything its model and endpoint configuration are
 # made from (components/sagemaker/component.py, fleet_digest). The account check compares it with the running

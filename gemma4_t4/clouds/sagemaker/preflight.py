@@ -9,12 +9,12 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...catalog import SAGEMAKER_STACK_TAG
 from ...components.sagemaker.quotas import (
     EndpointQuota,
     fetch_codebuild,
     sagemaker_usage,
 )
+from ...components.sagemaker.scope import StackScope
 from ...core.failures import cloud_message
 from ...core.preflight import Check, Needs, PreflightError
 from ...errors import ConfigError, Set
@@ -43,7 +43,7 @@ def strays_check(region: str, tagged: Sequence[tuple[str, str]], in_state: str |
 
 
 
-def fetch_sagemaker(region: str, instance_type: str, stack: str,
+def fetch_sagemaker(region: str, instance_type: str, stack: StackScope,
                     profile: str | None = None) -> tuple[EndpointQuota | None, int, int | None, list[str]]:
     """(the endpoint quota, instances of the type in use, those of this stack's endpoint or None,
     the endpoints whose instance type cannot be read),
@@ -59,16 +59,15 @@ def fetch_sagemaker(region: str, instance_type: str, stack: str,
 
 
 
-def fetch_stack_endpoints(region: str, stack: str, profile: str | None = None) -> list[tuple[str, str]]:
-    """(name, status) of the region's endpoints that carry the stack's tag."""
+def fetch_stack_endpoints(region: str, stack: StackScope, profile: str | None = None) -> list[tuple[str, str]]:
+    """(name, status) of the region's endpoints that carry the stack's tags (its organization, project and stack)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     sagemaker = aws_session(region, profile, PreflightError).client("sagemaker")
     try:
         return [(summary["EndpointName"], summary["EndpointStatus"])
                 for page in sagemaker.get_paginator("list_endpoints").paginate() for summary in page["Endpoints"]
-                if {"Key": SAGEMAKER_STACK_TAG, "Value": stack}
-                in sagemaker.list_tags(ResourceArn=summary["EndpointArn"]).get("Tags", [])]
+                if stack.owns(sagemaker.list_tags(ResourceArn=summary["EndpointArn"]).get("Tags", []))]
     except (BotoCoreError, ClientError) as err:
         raise PreflightError(cloud_message(err) or f"AWS: {err}") from None
 

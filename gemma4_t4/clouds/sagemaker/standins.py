@@ -42,12 +42,13 @@ def aws_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tu
 @dataclass
 class AwsWorld:
     """What exists in the AWS account, as the provider's invokes read it. repositories: the ECR repositories by
-    name (before the program runs); denied: the deploying account may not describe them; endpoints: the SageMaker
+    name (before the program runs), a set, or a map to each one's tags (a set: app=gemma4-t4 alone, as a release
+    before 0.4.0 tagged a kept one); denied: the deploying account may not describe them; endpoints: the SageMaker
     endpoints by name with their CreationTime (YYYY-MM-DDTHH:MM:SSZ), what the component's creation-time step
     reads once its endpoint exists; None: every endpoint it asks about exists, created at core.plan.MOCK_NOW (the
     mocks' clock: the endpoint this `up` creates), so the plan shows a deadline."""
 
-    repositories: set[str] = field(default_factory=set)
+    repositories: set[str] | Mapping[str, Mapping[str, str]] = field(default_factory=set)
     denied: bool = False
     endpoints: Mapping[str, str] | None = None
 
@@ -68,7 +69,9 @@ class AwsWorld:
         return {"id": name, "name": name, "registryId": MOCK_ACCOUNT,
                 "arn": f"arn:aws:ecr:{MOCK_REGION}:{MOCK_ACCOUNT}:repository/{name}",
                 "repositoryUrl": f"{MOCK_ACCOUNT}.dkr.ecr.{MOCK_REGION}.amazonaws.com/{name}",
-                "imageTagMutability": "IMMUTABLE", "mostRecentImageTags": [], "tags": {"app": "gemma4-t4"}}
+                "imageTagMutability": "IMMUTABLE", "mostRecentImageTags": [],
+                "tags": dict(self.repositories[name]) if isinstance(self.repositories, Mapping)
+                else {"app": "gemma4-t4"}}
 
     def run_local_command(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """pulumi-command's local run (the component runs one command with it: the creation-time step), answered

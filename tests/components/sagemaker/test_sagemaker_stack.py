@@ -18,6 +18,7 @@ from conftest import REPO, require_tool, run
 
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.sagemaker import World as SageMakerWorld
+from gemma4_t4.components.sagemaker.scope import StackScope
 from gemma4_t4.components.sagemaker import build_context
 from gemma4_t4.components.sagemaker import provider_answers as answers
 from gemma4_t4.components.sagemaker.steps import build as codebuild_run
@@ -236,7 +237,9 @@ def test_a_changed_clamp_changes_the_tag_and_an_unchanged_one_does_not(tmp_path,
 def test_outputs(run_stack):
     plan = run_stack("sagemaker-t4")
     out, endpoint = plan.outputs, plan.one("aws:sagemaker/endpoint:Endpoint").state["name"]
-    assert out["target"] == {"endpoint_name": endpoint, "region": "us-east-2"}
+    assert out["target"] == {"endpoint_name": endpoint, "region": "us-east-2", "stack_tags": {
+        catalog.SAGEMAKER_ORGANIZATION_TAG: "organization", catalog.SAGEMAKER_PROJECT_TAG: "gemma4-t4",
+        catalog.SAGEMAKER_STACK_TAG: "sagemaker-t4"}}
     assert out["endpoint_name"] == endpoint and out["cloud"] == "sagemaker" and out["port"] == 8080
     assert out["cost_per_hour_usd"] == catalog.SAGEMAKER_PRICES["ml.g4dn.xlarge"].usd_per_hour
     assert out["connect_command"].startswith("aws sagemaker-runtime invoke-endpoint --region us-east-2 "
@@ -687,6 +690,20 @@ def test_the_next_up_adopts_the_kept_repository(run_stack):
     assert repo.options["importId"] == repo.state["name"] == "gemma4-t4/sagemaker-t4"
     request = json.loads(_build_env(plan)["GEMMA4_T4_BUILD"])
     assert request["repository"] == "gemma4-t4/sagemaker-t4"
+
+
+def test_a_kept_repository_of_a_stack_of_the_same_name_in_another_project_is_refused(run_stack, refused_stack):
+    """Two projects' stacks named sagemaker-t4 in one account: the kept repository gemma4-t4/sagemaker-t4 that the
+    other one's tags name is not adopted (its destroy, keepImages and images would be shared); this stack's own is."""
+    theirs = StackScope("sagemaker-t4", "another-project", "organization").tags()
+    error, _ = refused_stack("sagemaker-t4", "keepImages=true", world={"sagemaker": SageMakerWorld(
+        repositories={"gemma4-t4/sagemaker-t4": {"app": "gemma4-t4", **theirs}})})
+    assert "keepImages" in str(error) and "organization/another-project/sagemaker-t4" in str(error)
+    assert "namePrefix" in str(error)
+    ours = StackScope("sagemaker-t4", "gemma4-t4", "organization").tags()
+    repo = run_stack("sagemaker-t4", "keepImages=true", world={"sagemaker": SageMakerWorld(
+        repositories={"gemma4-t4/sagemaker-t4": {"app": "gemma4-t4", **ours}})}).one("aws:ecr/repository:Repository")
+    assert repo.options["importId"] == "gemma4-t4/sagemaker-t4" and ours.items() <= repo.inputs["tags"].items()
 
 
 def test_a_missing_kept_repository_is_created(run_stack):
