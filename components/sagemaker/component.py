@@ -138,8 +138,8 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     keep_images: bool
     """Keep the ECR repository and its images after the component is deleted (gemma4-t4/PREFIX)."""
     image_builder: ImageBuilder
-    """Who builds the image: codebuild (AWS CodeBuild), or local (this machine, with the first of docker, podman and
-    buildah found; docker, podman or buildah to choose), for an account CodeBuild refuses ("Cannot have more than 0
+    """Who builds the image: codebuild (AWS CodeBuild), or local (this machine, with the first of buildah, podman and
+    docker found; buildah, podman or docker to choose), for an account CodeBuild refuses ("Cannot have more than 0
     builds in queue"): the same image into the same repository under the same tag."""
     endpoint_ttl: str
     """Cost guard: how long the endpoint may stay up, counted from its creation, the ~13 minutes of creating

@@ -67,7 +67,7 @@ class TuringImageArgs(TypedDict, total=False):
     """Tags on every resource, besides app=gemma4-t4."""
     image_builder: ImageBuilder
     """Who builds the image: codebuild (AWS CodeBuild, the default), or local (the machine that runs `pulumi up`, with
-    the first of docker, podman and buildah found; or docker, podman or buildah to choose one), for an account
+    the first of buildah, podman and docker found; or buildah, podman or docker to choose one), for an account
     CodeBuild refuses ("Cannot have more than 0 builds in queue"). Same image, repository and tag either way."""
     build_environment: pulumi.Input[dict[str, str]]
     """Environment of the build step's AWS client (AWS_REGION, AWS_PROFILE, keys...): the credentials of the

@@ -23,7 +23,7 @@ AWS_REGION = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d")
 
 class ImageBuilder(StrEnum):
     """Who builds the SageMaker image: AWS CodeBuild, or the machine that runs `pulumi up` (local: the first of
-    docker, podman and buildah found; or the one named)."""
+    buildah, podman and docker found; or the one named)."""
 
     CODEBUILD = "codebuild"
     LOCAL = "local"

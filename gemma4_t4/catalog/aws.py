@@ -199,6 +199,11 @@ SAGEMAKER_MIN_STARTUP_HEALTH_CHECK_S = 300
 # Ensure that valid manifest media type is used for specified image." (ValidationException, 400:
 # aws/amazon-sagemaker-feedback#180, 2025-04-28; moby/buildkit#5480, 2024-11-03).
 SAGEMAKER_MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
+# The platform every image for an ml.g4dn host is built and pushed for: G4dn instances run Intel Xeon (x86_64)
+# processors (aws.amazon.com/ec2/instance-types/g4, "G4dn instances": 2nd Generation Intel Xeon Scalable), and
+# the AWS vLLM SageMaker container is published for linux/amd64 alone. A build on an arm64 machine without it
+# emulates, or builds for arm64.
+SAGEMAKER_IMAGE_PLATFORM = "linux/amd64"
 
 # The AWS provider's own config keys (aws:*), as pulumi-aws 7.51.1 reads them (pulumi_aws/config/vars.py);
 # plus assumeRole, pulumi-aws 6's single role (build_environment still reads it). A test holds the list equal
