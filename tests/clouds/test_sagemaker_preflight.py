@@ -13,7 +13,7 @@ import pytest
 from aws_standin import add_codebuild_quota, add_sagemaker_quotas, set_endpoint_status
 from conftest import REPO, run
 
-from gemma4_t4 import catalog, clouds
+from gemma4_t4 import clouds
 from gemma4_t4.clouds.sagemaker import capacity
 from gemma4_t4.components.sagemaker.scope import StackScope
 from gemma4_t4.core.preflight import Check, Needs, PreflightError

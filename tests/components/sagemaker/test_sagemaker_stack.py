@@ -18,9 +18,9 @@ from conftest import REPO, require_tool, run
 
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.sagemaker import World as SageMakerWorld
-from gemma4_t4.components.sagemaker.scope import StackScope
 from gemma4_t4.components.sagemaker import build_context
 from gemma4_t4.components.sagemaker import provider_answers as answers
+from gemma4_t4.components.sagemaker.scope import StackScope
 from gemma4_t4.components.sagemaker.steps import build as codebuild_run
 from gemma4_t4.components.step import python_step
 from gemma4_t4.core.plan import SECRET_PLACEHOLDER
