@@ -210,7 +210,8 @@ class SageMaker(Cloud):
         checks = [*build, *quotas.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use,
                                                       own, needs.most if needs.most > needs.instances else None,
                                                       untyped)]
-        strays = preflight.strays_check(region, preflight.fetch_stack_endpoints(region, scope, profile), in_state)
+        strays = preflight.strays_check(region, preflight.fetch_stack_endpoints(region, scope, profile), in_state,
+                                        scope)
         return checks + ([strays] if strays else [])
 
     def stack_in_state(self, stack: str) -> tuple[str | None, StackScope]:

@@ -188,6 +188,7 @@ class SageMakerTarget:
         from botocore.exceptions import BotoCoreError, ClientError
 
         from ...components.sagemaker.scope import StackScope
+        from .strays import adopt_or_delete
 
         scope = StackScope.of(self.stack_tags, self.stack or "")
         found = []
@@ -199,9 +200,7 @@ class SageMakerTarget:
                     tags = self.control.list_tags(ResourceArn=summary["EndpointArn"]).get("Tags", [])
                     if scope.owns(tags):
                         found.append(f"{summary['EndpointName']} ({summary['EndpointStatus']}, not in the stack's "
-                                     "state, bills): " + shlex.join([
-                                         "aws", "sagemaker", "delete-endpoint", "--endpoint-name",
-                                         summary["EndpointName"], "--region", self.region]))
+                                     "state, bills): " + adopt_or_delete(summary["EndpointName"], self.region, scope))
         except (BotoCoreError, ClientError) as err:
             raise self._error(err) from None
         return found
