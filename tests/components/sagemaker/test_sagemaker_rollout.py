@@ -230,7 +230,7 @@ def test_an_up_killed_during_the_endpoint_wait_leaves_a_schedule_that_deletes_th
     assert check is not None and f"aws sagemaker delete-endpoint --endpoint-name {name} --region us-east-2" in \
         check.fix
     # ... but first the line that adopts it: it is the stack's pending create, and it serves once InService.
-    assert f"--import-pending-creates 'urn:pulumi:sagemaker-t4::gemma4-t4::" in check.fix and f"' {name}" in check.fix
+    assert "--import-pending-creates 'urn:pulumi:sagemaker-t4::gemma4-t4::" in check.fix and f"' {name}" in check.fix
     set_endpoint_status(name, "InService")
     fired = fire_schedule(moto, "gemma4-t4-ttl-backstop",
                           lambda request: f"arn:aws:sagemaker:us-east-2:{ACCOUNT}:endpoint/{request['EndpointName']}")
