@@ -817,3 +817,18 @@ def test_turning_keep_images_off_with_the_kept_repository_there_is_refused_with_
     assert run_stack("sagemaker-t4", "keepImages=true", world=world).find(MODEL), "kept on: adopted"
     # An account that may not describe repositories: keepImages off needs no lookup, so nothing is refused.
     assert run_stack("sagemaker-t4", world={"sagemaker": SageMakerWorld(denied=True)}).find(MODEL)
+
+
+def test_the_plans_stand_ins_give_arns_as_aws_returns_them(run_stack):
+    """IAM ARNs name no region; an SQS queue's is arn:aws:sqs:REGION:ACCOUNT:NAME; a log group's is
+    ...:log-group:NAME as the AWS provider passes it on (":*" trimmed); a bucket's names neither region nor account
+    (sources beside standins._ARNS). A policy written from a stand-in's ARN is then the one AWS would be given."""
+    plan = run_stack("sagemaker-t4")
+    role = plan.one("aws:iam/role:Role", "gemma4-t4-ttl").state
+    assert role["arn"] == f"arn:aws:iam::123456789012:role/{role['name']}"
+    queue = plan.one("aws:sqs/queue:Queue").state
+    assert queue["arn"] == f"arn:aws:sqs:us-east-2:123456789012:{queue['name']}"
+    group = plan.one("aws:cloudwatch/logGroup:LogGroup", "gemma4-t4-endpoint-logs").state
+    assert group["arn"] == f"arn:aws:logs:us-east-2:123456789012:log-group:{group['name']}"
+    bucket = plan.one("aws:s3/bucket:Bucket").state
+    assert bucket["arn"] == f"arn:aws:s3:::{bucket['bucket']}"
