@@ -20,6 +20,10 @@ declare -A PACKAGE_OF=(
   # The registry the local image builder pushes to on loopback (tests/components/sagemaker/test_sagemaker_local_build.py):
   # Debian's build of the CNCF distribution registry, the server Docker Hub and ECR's API copy.
   [docker-registry]=docker-registry
+  # The local builder's other two tools, run for real on a tiny image and on their command lines
+  # (test_sagemaker_local_build.py); docker's daemon is never started.
+  [podman]=podman
+  [docker]=docker.io
   # The boot test (tests/guest/test_guest_boot.py): a Debian 13 root filesystem booted under systemd.
   [systemd-nspawn]=systemd-container
   [nsenter]=util-linux

@@ -61,6 +61,7 @@ from . import provider_answers as answers
 from .container import container_environment
 from .iam import account_of, sagemaker_trust, scheduler_trust, service_role
 from .image import TuringImage, image_tag, kept_repository_name, refuse_unkeeping, step_environment
+from .scope import StackScope
 from .settings import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region
 from .steps import account_check, created_at, endpoint_watch, ttl_passed
 
@@ -137,8 +138,8 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     keep_images: bool
     """Keep the ECR repository and its images after the component is deleted (gemma4-t4/PREFIX)."""
     image_builder: ImageBuilder
-    """Who builds the image: codebuild (AWS CodeBuild), or local (this machine, with the first of docker, podman and
-    buildah found; docker, podman or buildah to choose), for an account CodeBuild refuses ("Cannot have more than 0
+    """Who builds the image: codebuild (AWS CodeBuild), or local (this machine, with the first of buildah, podman and
+    docker found; buildah, podman or docker to choose), for an account CodeBuild refuses ("Cannot have more than 0
     builds in queue"): the same image into the same repository under the same tag."""
     endpoint_ttl: str
     """Cost guard: how long the endpoint may stay up, counted from its creation, the ~13 minutes of creating
@@ -466,15 +467,17 @@ class SageMakerT4Endpoint(T4ServingComponent):
         physical_name = config.name.apply(functools.partial(endpoint_name, prefix))
         self._watch_endpoint(name, config, region, aws_environment, fallback_instance_types(settings.instance_type),
                              endpoint_name_start(prefix), settings.log_retention_days)
-        log_group = self._endpoint_logs(name, physical_name, settings.log_retention_days, tags)
+        scope = StackScope.current().tags()
+        log_group = self._endpoint_logs(name, physical_name, settings.log_retention_days, {**tags, **scope})
         # With a TTL, its delete schedule exists before CreateEndpoint is called (see _delete_after).
         ttl_parts = self._ttl_before_create(name, ttl, physical_name, region, account, config, tags,
                                             settings.autoscaling) if ttl is not None else None
-        # The stack tag lets preflight and status find this stack's endpoints (a change holds two fleets, and an
-        # `up` stopped during the wait leaves one outside the state); the fleet tag says what it runs.
+        # The stack's tags (its organization, project and stack: scope.py) let preflight, status and the account check
+        # find this stack's endpoints (a change holds two fleets, and an `up` stopped during the wait leaves one
+        # outside the state) and no other stack's; the fleet tag says what it runs.
         endpoint = aws.sagemaker.Endpoint(
             f"{name}-endpoint", name=physical_name, endpoint_config_name=config.name,
-            tags={**tags, catalog.SAGEMAKER_STACK_TAG: pulumi.get_stack(), catalog.SAGEMAKER_FLEET_TAG: fleet},
+            tags={**tags, **scope, catalog.SAGEMAKER_FLEET_TAG: fleet},
             # The name follows the configuration, so a new configuration replaces the endpoint (blue/green,
             # created before the old one is deleted) rather than updating it in place; see the module's docstring.
             # Its log group first: SageMaker would otherwise make one that never expires and outlives destroy.
@@ -512,7 +515,9 @@ class SageMakerT4Endpoint(T4ServingComponent):
             served_model_name=serving.served_model_name,
             target=pulumi.Output.all(endpoint.name, profile).apply(
                 lambda found: {"endpoint_name": found[0], "region": region,
-                               **({"profile": found[1]} if found[1] else {})}),
+                               **({"profile": found[1]} if found[1] else {}),
+                               # What marks the stack's endpoints (scope.py): status lists the others it marks.
+                               "stack_tags": StackScope.current().tags()}),
             connect_command=endpoint.name.apply(lambda found: shlex.join([
                 "aws", "sagemaker-runtime", "invoke-endpoint", "--region", region, "--endpoint-name", found,
                 "--content-type", "application/json", "--cli-binary-format", "raw-in-base64-out", "--body", body,
@@ -526,8 +531,10 @@ class SageMakerT4Endpoint(T4ServingComponent):
         """CodeBuild's build quota and the endpoint quota, asked at `up` (not at preview) before the image
         build (steps/account_check.py). It runs again whenever the fleet changes (FLEET: every change that rolls
         out a new endpoint), and when autoscaling's most does."""
+        scope = StackScope.current()
         request = fleet.apply(lambda digest: account_check.CheckRequest(
-            stack=pulumi.get_stack(), instance_type=settings.instance_type,
+            stack=scope.stack, project=scope.project, organization=scope.organization,
+            instance_type=settings.instance_type,
             instances=settings.instance_count, most=settings.instances_max,
             # No CodeBuild quota to check when the image is built on this machine.
             compute_type=catalog.CODEBUILD_COMPUTE_TYPE if settings.image_builder == ImageBuilder.CODEBUILD else "",

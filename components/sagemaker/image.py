@@ -31,6 +31,7 @@ from ..step import StepRequest
 from . import provider_answers as answers
 from .build_context import build_context_files, image_tag
 from .iam import account_of, codebuild_trust, service_role
+from .scope import StackScope
 from .settings import AWS_REGION, ImageBuilder
 from .steps import build, local_build
 
@@ -66,7 +67,7 @@ class TuringImageArgs(TypedDict, total=False):
     """Tags on every resource, besides app=gemma4-t4."""
     image_builder: ImageBuilder
     """Who builds the image: codebuild (AWS CodeBuild, the default), or local (the machine that runs `pulumi up`, with
-    the first of docker, podman and buildah found; or docker, podman or buildah to choose one), for an account
+    the first of buildah, podman and docker found; or buildah, podman or docker to choose one), for an account
     CodeBuild refuses ("Cannot have more than 0 builds in queue"). Same image, repository and tag either way."""
     build_environment: pulumi.Input[dict[str, str]]
     """Environment of the build step's AWS client (AWS_REGION, AWS_PROFILE, keys...): the credentials of the
@@ -78,15 +79,15 @@ def kept_repository_name(prefix: str) -> str:
     return f"{APP}/{prefix.lower()}"
 
 
-def kept_repository_exists(name: str, invoke: pulumi.InvokeOptions) -> bool:
-    """Whether the kept repository is already in the account (kept by an earlier destroy, or ours). Only the
-    provider's own "not found" answer means absent; any other failure is refused (read as absent, the
-    create would then fail on the existing repository, or a kept one would be shadowed)."""
+def kept_repository_tags(name: str, invoke: pulumi.InvokeOptions) -> dict[str, str] | None:
+    """The tags of the kept repository if it is already in the account (kept by an earlier destroy, or ours), else
+    None. Only the provider's own "not found" answer means absent; any other failure is refused (read as absent,
+    the create would then fail on the existing repository, or a kept one would be shadowed)."""
     try:
         found = aws.ecr.get_repository(name=name, opts=invoke)
     except Exception as error:
         if answers.is_repository_not_found(str(error), name):
-            return False
+            return None
         raise ConfigError("keepImages", f"gemma4-t4 could not read whether the kept ECR repository {name} exists "
                           f"(it adopts a kept one): {answers.provider_message(error)}",
                           "let the account `pulumi up` runs as call ecr:DescribeRepositories, "
@@ -97,7 +98,20 @@ def kept_repository_exists(name: str, invoke: pulumi.InvokeOptions) -> bool:
         raise ConfigError("keepImages", f"{answers.GET_REPOSITORY} answered without a repository for {name}, "
                           "which the provider never does (a missing repository is its error "
                           f"'{answers.repository_not_found(name)}')", answers.USE_PROVIDER_MOCKS)
-    return True
+    return dict(found.tags or {})
+
+
+def refuse_anothers_repository(name: str, tags: dict[str, str], scope: StackScope) -> None:
+    """A kept repository whose tags name another stack (organization, project or stack): adopting it would make
+    this stack's destroy, keepImages and image reuse act on another's images. One that names none (kept by a
+    release before 0.4.0) is adopted as before, and tagged as this stack's."""
+    theirs = StackScope.of(tags, "")
+    if not theirs.tags() or scope.owns(tags):
+        return
+    raise ConfigError("keepImages", f"the kept ECR repository {name} is the stack {theirs}'s (its tags), not this "
+                      f"stack's ({scope}): two stacks named alike in one account would share it",
+                      "give this stack another namePrefix (the stack program's is the stack's name: another stack "
+                      "name), or keepImages false")
 
 
 def refuse_unkeeping(name: str, region: str, invoke: pulumi.InvokeOptions) -> None:
@@ -185,7 +199,10 @@ class TuringImage(pulumi.ComponentResource):
         with refusals(TuringImageArgs.__name__):
             settings = validate(TuringImageSettings, args)
             fixed_name = kept_repository_name(settings.name_prefix or default_prefix(name))
-            adopt = fixed_name if settings.keep_images and kept_repository_exists(fixed_name, invoke) else None
+            kept = kept_repository_tags(fixed_name, invoke) if settings.keep_images else None
+            if kept is not None:
+                refuse_anothers_repository(fixed_name, kept, StackScope.current())
+            adopt = fixed_name if kept is not None else None
             if not settings.keep_images:
                 refuse_unkeeping(fixed_name, settings.region, invoke)
         super().__init__(type_token(TuringImage), name, None, with_alias(opts, LEGACY_TYPE))
@@ -221,7 +238,8 @@ class TuringImage(pulumi.ComponentResource):
             # destroy deletes the images too, unless the user keeps them (then the repository stays,
             # and the next up adopts it: an import of a resource already in the state is a no-op).
             force_delete=not keep_images,
-            tags=tags,
+            # The stack's organization, project and stack: a kept repository is adopted only by its own stack.
+            tags={**tags, **StackScope.current().tags()},
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=keep_images, import_=adopt),
         )
         # Images without a tag (a push cut short) expire; the tagged image the endpoint serves never does.

@@ -11,8 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gemma4_t4.catalog import CODEBUILD_BUILD_QUOTAS, CODEBUILD_SERVICE_CODE, SAGEMAKER_STACK_TAG
+from gemma4_t4.catalog import CODEBUILD_BUILD_QUOTAS, CODEBUILD_SERVICE_CODE
 from gemma4_t4.checks import Check
+
+from .scope import StackScope
 
 
 def endpoint_quota_name(instance_type: str) -> str:
@@ -113,9 +115,10 @@ def codebuild_check(region: str, compute_type: str, quota: EndpointQuota | None)
                  "pulumi config set gemma4-t4:imageBuilder local)")
 
 
-def sagemaker_usage(session: Any, instance_type: str, stack: str
+def sagemaker_usage(session: Any, instance_type: str, stack: StackScope
                     ) -> tuple[EndpointQuota | None, int, int | None, list[str]]:
-    """fetch_sagemaker's answer, asked through SESSION (AWS errors are the caller's)."""
+    """fetch_sagemaker's answer, asked through SESSION (AWS errors are the caller's); the stack's own endpoint is the
+    one its organization, project and stack tags name (scope.py)."""
     return (_endpoint_quota(session.client("service-quotas"), instance_type),
             *_instances_in_use(session.client("sagemaker"), instance_type, stack))
 
@@ -144,7 +147,7 @@ def quota_by_name(quotas, service: str, name: str) -> EndpointQuota | None:
         return EndpointQuota(name, default["QuotaCode"], float(default["Value"]), False)
 
 
-def _instances_in_use(sagemaker, instance_type: str, stack: str) -> tuple[int, int | None, list[str]]:
+def _instances_in_use(sagemaker, instance_type: str, stack: StackScope) -> tuple[int, int | None, list[str]]:
     """(instances of the type held, those of this stack's endpoint or None, the endpoints whose type
     cannot be read: their endpoint config was deleted while they kept serving, which SageMaker allows)."""
     from botocore.exceptions import ClientError
@@ -169,6 +172,6 @@ def _instances_in_use(sagemaker, instance_type: str, stack: str) -> tuple[int, i
                        for v in config["ProductionVariants"] if types[v["VariantName"]] == instance_type)
             in_use += held
             tags = sagemaker.list_tags(ResourceArn=endpoint["EndpointArn"]).get("Tags", [])
-            if {"Key": SAGEMAKER_STACK_TAG, "Value": stack} in tags:
+            if stack.owns(tags):
                 own = held
     return in_use, own, untyped

@@ -23,7 +23,7 @@ AWS_REGION = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d")
 
 class ImageBuilder(StrEnum):
     """Who builds the SageMaker image: AWS CodeBuild, or the machine that runs `pulumi up` (local: the first of
-    docker, podman and buildah found; or the one named)."""
+    buildah, podman and docker found; or the one named)."""
 
     CODEBUILD = "codebuild"
     LOCAL = "local"
@@ -40,10 +40,13 @@ class ScalingMetric(StrEnum):
 
 
 def _check_aws_tags(tags: dict[str, str]) -> None:
-    user_max = catalog.AWS_MAX_TAGS - 2  # app=gemma4-t4 everywhere, and the endpoint's stack tag
+    # app=gemma4-t4 everywhere; the endpoint's organization, project, stack and fleet tags.
+    own = ("app", catalog.SAGEMAKER_ORGANIZATION_TAG, catalog.SAGEMAKER_PROJECT_TAG, catalog.SAGEMAKER_STACK_TAG,
+           catalog.SAGEMAKER_FLEET_TAG)
+    user_max = catalog.AWS_MAX_TAGS - len(own)
     if len(tags) > user_max:
         raise ConfigError("labels", f"{len(tags)} tags, and AWS allows {catalog.AWS_MAX_TAGS} per resource "
-                          f"including app=gemma4-t4 and {catalog.SAGEMAKER_STACK_TAG}",
+                          f"including the project's own {', '.join(own)}",
                           (Unset("labels.NAME"), f" (keep {user_max})"))
     for name, value in tags.items():
         fix = (Unset(f"labels.{name}"), ", then set a tag that follows the rule")

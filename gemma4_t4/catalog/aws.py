@@ -90,8 +90,14 @@ AWS_PRICES = {
 SAGEMAKER_BUILD_SECONDS = 7 + 17 + 191 + 565
 # The base image as CodeBuild pulls it ([sagemaker-t4-article]: the AWS vLLM container, ~8 GB).
 SAGEMAKER_BASE_IMAGE_BYTES = 8 * 10**9
-# The tag this project puts on its endpoint, with the stack's name: how preflight finds the stack's
-# own endpoint among the account's.
+# The tags this project puts on its endpoint (and its log group and kept repository): the Pulumi organization,
+# project and stack, the three that name a stack (pulumi.com/docs/iac/concepts/stacks: "The stack name must be unique
+# within a project", named in full orgName/projectName/stackName; a DIY backend's organization is "organization",
+# Pulumi's automation.fullyQualifiedStackName reference, read 2026-12-06). How preflight,
+# status and the account check find the stack's own endpoints among the account's: all three must match, so two
+# stacks named alike in other projects or organizations never see each other's.
+SAGEMAKER_ORGANIZATION_TAG = "gemma4-t4:organization"
+SAGEMAKER_PROJECT_TAG = "gemma4-t4:project"
 SAGEMAKER_STACK_TAG = "gemma4-t4:stack"
 # The tag that says which fleet an endpoint runs: a digest of everything its model and endpoint configuration are
 # made from (components/sagemaker/component.py, fleet_digest). The account check compares it with the running
@@ -193,6 +199,11 @@ SAGEMAKER_MIN_STARTUP_HEALTH_CHECK_S = 300
 # Ensure that valid manifest media type is used for specified image." (ValidationException, 400:
 # aws/amazon-sagemaker-feedback#180, 2025-04-28; moby/buildkit#5480, 2024-11-03).
 SAGEMAKER_MANIFEST_TYPE = "application/vnd.docker.distribution.manifest.v2+json"
+# The platform every image for an ml.g4dn host is built and pushed for: G4dn instances run Intel Xeon (x86_64)
+# processors (aws.amazon.com/ec2/instance-types/g4, "G4dn instances": 2nd Generation Intel Xeon Scalable), and
+# the AWS vLLM SageMaker container is published for linux/amd64 alone. A build on an arm64 machine without it
+# emulates, or builds for arm64.
+SAGEMAKER_IMAGE_PLATFORM = "linux/amd64"
 
 # The AWS provider's own config keys (aws:*), as pulumi-aws 7.51.1 reads them (pulumi_aws/config/vars.py);
 # plus assumeRole, pulumi-aws 6's single role (build_environment still reads it). A test holds the list equal

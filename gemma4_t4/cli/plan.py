@@ -81,9 +81,14 @@ def show_changes(args: argparse.Namespace, changes: list[offline.Change]) -> Non
         console.print(f"  {change.line()}", markup=False)
 
 
-def _short(value: Any) -> str:
+# Inputs shown whole however long: the tags say whose a resource is (SageMaker's: the Pulumi organization,
+# project and stack), which is what the plan is read for.
+WHOLE = frozenset({"tags", "labels"})
+
+
+def _short(value: Any, key: str = "") -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return text if len(text) <= 100 else f"<{len(text)} chars>"
+    return text if len(text) <= 100 or key in WHOLE else f"<{len(text)} chars>"
 
 
 def show(result: offline.Plan) -> None:
@@ -92,7 +97,7 @@ def show(result: offline.Plan) -> None:
         parent = f"  [dim](in {r.parent})[/]" if r.parent else ""
         console.print(f"[green]+[/] {r.type}  [bold]{r.name}[/]{parent}")
         for key in sorted(r.inputs):
-            console.print(f"      {key}: {_short(r.inputs[key])}", markup=False)
+            console.print(f"      {key}: {_short(r.inputs[key], key)}", markup=False)
         kept = [k for k in ("protect", "retainOnDelete", "deleteBeforeReplace") if r.options.get(k)]
         if kept:
             console.print(f"      options: {', '.join(kept)}", markup=False)

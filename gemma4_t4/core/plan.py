@@ -203,6 +203,8 @@ class Plan:
 # build step a digest. MOCK_NOW is the mocks' now: also when a resource the plan creates was created,
 # as a cloud's stand-ins answer a step that reads it.
 MOCK_NOW = "2030-01-01T00:00:00Z"
+# The organization the plan's stacks are in: what a DIY backend names every stack's (see plan_stack).
+MOCK_ORGANIZATION = "organization"
 MOCK_DIGEST = "sha256:" + "0" * 64
 
 
@@ -351,9 +353,12 @@ def _run_program(stack: str, config: dict[str, Any], plan: Plan | None, invokes:
                 by_urn[request.urn].registered_outputs = {k: _jsonable(v) for k, v in outputs.items()}
             return super().RegisterResourceOutputs(request)
 
-    settings.reset_options(project=PROJECT, stack=stack, preview=False)
+    # The organization a DIY backend (a file or bucket state) gives every stack (Pulumi's reference of
+    # automation.fullyQualifiedStackName: "org must be set to \"organization\""); Pulumi Cloud gives the user's.
+    settings.reset_options(project=PROJECT, stack=stack, preview=False, organization=MOCK_ORGANIZATION)
     mock_impl = Mocks()
-    mocks.set_mocks(mock_impl, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mock_impl))
+    mocks.set_mocks(mock_impl, project=PROJECT, stack=stack, preview=False, monitor=RecordingMonitor(mock_impl),
+                    organization=MOCK_ORGANIZATION)
     pulumi.runtime.set_all_config({k: _as_config_string(v) for k, v in config.items()}, secret_keys(config))
 
     @mocks.test

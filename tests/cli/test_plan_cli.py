@@ -44,6 +44,15 @@ def test_human_plan_lists_resources_and_cost():
     assert "estimated cost while running: $" in result.stdout
 
 
+def test_human_plan_shows_the_sagemaker_stacks_tags_whole():
+    """The endpoint's tags name the Pulumi organization (under the plan's mocks, a DIY backend's "organization"),
+    project and stack: what tells two stacks named alike in one account apart."""
+    result = plan_cli("sagemaker-t4")
+    assert result.returncode == 0, result.stderr
+    assert ('"gemma4-t4:organization": "organization", "gemma4-t4:project": "gemma4-t4", '
+            '"gemma4-t4:stack": "sagemaker-t4"') in result.stdout
+
+
 def test_human_plan_lists_the_cost_guards_and_what_one_off_can_cost():
     result = plan_cli("gce-t4")
     assert result.returncode == 0, result.stderr

@@ -13,14 +13,16 @@ import pytest
 from aws_standin import add_codebuild_quota, add_sagemaker_quotas, set_endpoint_status
 from conftest import REPO, run
 
-from gemma4_t4 import catalog, clouds
+from gemma4_t4 import clouds
 from gemma4_t4.clouds.sagemaker import capacity
+from gemma4_t4.components.sagemaker.scope import StackScope
 from gemma4_t4.core.preflight import Check, Needs, PreflightError
 from gemma4_t4.errors import ConfigError
 
 pytestmark = pytest.mark.standin
 
 G4DN = "ml.g4dn.xlarge for endpoint usage"
+SCOPE = StackScope("sagemaker-t4", "gemma4-t4")
 
 
 @pytest.fixture
@@ -34,14 +36,16 @@ def aws(moto, monkeypatch):
 
 
 def endpoint(moto, name: str, instances: int, instance_type: str = "ml.g4dn.xlarge", stack: str | None = None,
-             region: str = "us-east-2"):
+             region: str = "us-east-2", project: str = "gemma4-t4"):
+    """An endpoint; with STACK, tagged as the component tags its own (organization, project and stack)."""
     sagemaker = moto.client("sagemaker", region_name=region)
     sagemaker.create_model(ModelName=name, ExecutionRoleArn="arn:aws:iam::123456789012:role/x",
                            PrimaryContainer={"Image": "123456789012.dkr.ecr.us-east-2.amazonaws.com/r@sha256:0"})
     sagemaker.create_endpoint_config(EndpointConfigName=name, ProductionVariants=[
         {"VariantName": "AllTraffic", "ModelName": name, "InstanceType": instance_type,
          "InitialInstanceCount": instances}])
-    tags = [{"Key": catalog.SAGEMAKER_STACK_TAG, "Value": stack}] if stack else []
+    tags = [{"Key": key, "Value": value} for key, value in StackScope(stack, project, "organization").tags().items()
+            ] if stack else []
     sagemaker.create_endpoint(EndpointName=name, EndpointConfigName=name, Tags=tags)
 
 
@@ -101,7 +105,7 @@ def test_all_regions_name_the_endpoints_they_could_not_count(aws, monkeypatch):
     endpoint(aws, "orphaned", 1)
     aws.client("sagemaker", region_name="us-east-2").delete_endpoint_config(EndpointConfigName="orphaned")
     needs = Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=1)
-    fetched = capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", "sagemaker-t4", ["us-east-2"])
+    fetched = capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", SCOPE, ["us-east-2"])
     assert fetched[0].untyped == ("orphaned",) and fetched[0].in_use == 0
     row = capacity.sagemaker_regions(needs, fetched).rows[0]
     assert "not counted: orphaned (serving, endpoint config deleted" in row.detail
@@ -169,7 +173,7 @@ def test_all_regions_are_asked_one_by_one_and_the_first_with_room_is_named(aws, 
     endpoint(aws, "b", 1)  # us-east-2, the stack's region: full
     endpoint(aws, "c", 1, region="us-west-1")  # room for one, the stack may need two
     needs = Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=2)
-    fetched = capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", "sagemaker-t4", ["us-west-2", "us-west-1",
+    fetched = capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", SCOPE, ["us-west-2", "us-west-1",
                                                                                   "us-east-2"])
     assert [(f.region, f.in_use) for f in fetched] == [("us-west-2", 0), ("us-west-1", 1), ("us-east-2", 2)]
     report = capacity.sagemaker_regions(needs, fetched)
@@ -241,12 +245,12 @@ def test_an_opt_in_region_not_enabled_is_a_row_and_expired_credentials_stop_the_
     account's, the same in every region."""
     monkeypatch.setattr("gemma4_t4.components.sagemaker.quotas.sagemaker_usage", _refusing(
         "UnrecognizedClientException", "The security token included in the request is invalid"))
-    (row,) = capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", "sagemaker-t4", ["ap-east-2"])
+    (row,) = capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", SCOPE, ["ap-east-2"])
     assert row.error.startswith("not enabled for this account (opt-in region?)")
     monkeypatch.setattr("gemma4_t4.components.sagemaker.quotas.sagemaker_usage", _refusing(
         "ExpiredToken", "The security token included in the request is expired"))
     with pytest.raises(PreflightError, match="your AWS credentials have expired"):
-        capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", "sagemaker-t4", ["us-east-2", "us-west-2"])
+        capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", SCOPE, ["us-east-2", "us-west-2"])
 
 
 def test_an_ended_sso_session_stops_the_all_regions_report(aws, monkeypatch):
@@ -259,4 +263,4 @@ def test_an_ended_sso_session_stops_the_all_regions_report(aws, monkeypatch):
 
     monkeypatch.setattr("gemma4_t4.components.sagemaker.quotas.sagemaker_usage", usage)
     with pytest.raises(PreflightError, match="SSO session has expired"):
-        capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", "sagemaker-t4", ["us-east-2", "us-west-2"])
+        capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", SCOPE, ["us-east-2", "us-west-2"])

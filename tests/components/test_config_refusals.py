@@ -11,7 +11,8 @@ import pytest
 
 LABELS_64 = "labels=" + json.dumps({f"l{i}": "x" for i in range(64)})
 TAGS_50 = "labels=" + json.dumps({f"t{i}": "x" for i in range(50)})
-TAGS_49 = "labels=" + json.dumps({f"t{i}": "x" for i in range(49)})  # + app and the endpoint's stack tag: 51
+# + app and the endpoint's organization, project, stack and fleet tags: 51
+TAGS_46 = "labels=" + json.dumps({f"t{i}": "x" for i in range(46)})
 
 GCE = [
     # (overrides, key, fragment of the message or fix)
@@ -166,7 +167,7 @@ SAGEMAKER = [
     # found by trying ~340 configs as a user would (the config issue's audit)
     (("labels.aws:owner=me",), "labels.aws:owner", "reserved for AWS"),
     (("labels.team=a\tb",), "labels.team", "breaks AWS's rule"),
-    ((TAGS_49,), "labels", "including app=gemma4-t4 and gemma4-t4:stack"),
+    ((TAGS_46,), "labels", "including the project's own app, gemma4-t4:organization, gemma4-t4:project"),
     (("endpointTtl=1000000000d",), "endpointTtl", "more than 365 days"),
     (("endpointTtl=3000000d",), "endpointTtl", "more than 365 days"),
     (("instanceType=ml.p3.2xlarge", "allowNonT4Instance=true", "dtype=bfloat16"), "dtype", "V100"),

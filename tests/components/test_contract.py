@@ -29,12 +29,15 @@ def test_both_stacks_export_the_same_contract_names(run_stack):
 
 @pytest.mark.parametrize("stack,cloud,target_keys", [
     ("gce-t4", "gce", {"instance", "zone", "project"}),
-    ("sagemaker-t4", "sagemaker", {"endpoint_name", "region"}),
+    # stack_tags: the tags that mark the stack's endpoints (its organization, project and stack), for status.
+    ("sagemaker-t4", "sagemaker", {"endpoint_name", "region", "stack_tags"}),
 ])
 def test_target_says_everything_the_operator_tools_need(run_stack, stack, cloud, target_keys):
     outputs = run_stack(stack).outputs
     assert outputs["cloud"] == cloud and set(outputs["target"]) == target_keys
-    assert all(isinstance(v, str) and v for v in outputs["target"].values())
+    for value in outputs["target"].values():
+        texts = list(value.values()) if isinstance(value, dict) else [value]
+        assert texts and all(isinstance(text, str) and text for text in texts), value
 
 
 def test_the_stacks_port_flows_into_the_tunnel(run_stack):

@@ -20,6 +20,16 @@ STEP = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$comma
 IMAGE_STEP = ("urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$gemma4-t4:index:TuringImage"
               "$command:local:Command::gemma4-t4-image-")
 VM = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:GceT4Server$gcp:compute/instance:Instance::gemma4-t4"
+ENDPOINT = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$aws:sagemaker/endpoint:Endpoint::gemma4-t4-endpoint"
+ENDPOINT_LOGS = ("urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$aws:cloudwatch/logGroup:LogGroup::"
+                 "gemma4-t4-endpoint-logs")
+REPOSITORY = ("urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$gemma4-t4:index:TuringImage$"
+              "aws:ecr/repository:Repository::gemma4-t4-image-repo")
+IMAGE = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$gemma4-t4:index:TuringImage$"
+# The build context's three scripts named modules by paths gone since the steps moved (components/scripts/): their
+# comments now name components/sagemaker/steps/, which changes the context's hash, the image's tag.
+REBUILT = "the image is rebuilt once: its build context's comments name the steps' new paths"
+ACCOUNT_CHECK_SCOPE = "the account check's request names the stack's Pulumi project and organization"
 # {URN pattern: {input: why it changes}}. The SageMaker component's local steps moved into its folder
 # (components/sagemaker/steps/), so each runs once more on the first `pulumi up` after the upgrade; each re-run
 # changes nothing (components/sagemaker/steps/*.py): the account check is a read-only look at the account's quotas
@@ -27,8 +37,16 @@ VM = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:GceT4Server$gcp:compute/ins
 # in the repository and prints the same digest; the watch finds the endpoint InService and returns; the TTL check
 # finds the deadline ahead (or, past it, deletes what the TTL deletes anyway).
 EXPECTED: dict[str, dict[str, str]] = {
-    STEP + "account-check": {"create": "the step's module moved to gemma4_t4.components.sagemaker.steps"},
-    IMAGE_STEP + "codebuild-run": {"create": "the image build step moved to gemma4_t4.components.sagemaker.steps"},
+    STEP + "account-check": {"create": "the step's module moved to gemma4_t4.components.sagemaker.steps",
+                             "environment": ACCOUNT_CHECK_SCOPE, "triggers": ACCOUNT_CHECK_SCOPE},
+    # Tags change in place (the AWS provider updates tags without replacing a resource).
+    ENDPOINT: {"tags": "the endpoint's tags name the Pulumi organization and project besides the stack"},
+    ENDPOINT_LOGS: {"tags": "the endpoint's log group carries the same organization, project and stack tags"},
+    REPOSITORY: {"tags": "the image repository carries the same tags, so a kept one is adopted only by its own stack"},
+    IMAGE_STEP + "codebuild-run": {"create": "the image build step moved to gemma4_t4.components.sagemaker.steps",
+                                   "environment": REBUILT, "triggers": REBUILT},
+    IMAGE + "aws:codebuild/project:Project::gemma4-t4-image-build": {"source": REBUILT, "environment": REBUILT},
+    IMAGE + "aws:s3/bucketObjectv2:BucketObjectv2::gemma4-t4-image-context-archive": {"key": REBUILT},
     IMAGE_STEP + "local-build": {"create": "the local image build step moved to gemma4_t4.components.sagemaker.steps"},
     STEP + "endpoint-watch": {"create": "the endpoint watch moved to gemma4_t4.components.sagemaker.steps"},
     STEP + "ttl-passed": {"create": "the TTL check moved to gemma4_t4.components.sagemaker.steps"},

@@ -25,11 +25,12 @@ from dataclasses import dataclass
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from gemma4_t4.catalog import SAGEMAKER_FLEET_TAG, SAGEMAKER_STACK_TAG
+from gemma4_t4.catalog import SAGEMAKER_FLEET_TAG
 from gemma4_t4.checks import Check
 
 from ...step import StepRequest, python_step, run_step, say_as
 from ..quotas import UPDATE_CHECK, codebuild_check, fetch_codebuild, sagemaker_checks, sagemaker_usage
+from ..scope import StackScope
 from .build import session_from_env
 
 MODULE = "gemma4_t4.components.sagemaker.steps.account_check"
@@ -46,6 +47,12 @@ class CheckRequest(StepRequest):
     compute_type: str  # "" with imageBuilder local: no CodeBuild quota to check
     tag: str = ""  # the image tag this `up` deploys
     fleet: str = ""  # the digest of what this `up`'s fleet runs (the endpoint's fleet tag)
+    project: str = ""  # the Pulumi project and organization of the stack: with it, what the stack's tags name
+    organization: str = ""
+
+    @property
+    def scope(self) -> StackScope:
+        return StackScope(self.stack, self.project, self.organization)
 
 
 def own_endpoint_unchanged(session, request: CheckRequest) -> bool:
@@ -59,7 +66,7 @@ def own_endpoint_unchanged(session, request: CheckRequest) -> bool:
         for page in sagemaker.get_paginator("list_endpoints").paginate():
             for summary in page["Endpoints"]:
                 tags = sagemaker.list_tags(ResourceArn=summary["EndpointArn"]).get("Tags", [])
-                if {"Key": SAGEMAKER_STACK_TAG, "Value": request.stack} in tags:
+                if request.scope.owns(tags):
                     return {"Key": SAGEMAKER_FLEET_TAG, "Value": request.fleet} in tags
     except (BotoCoreError, ClientError):
         return False
@@ -71,7 +78,7 @@ def account_checks(session, request: CheckRequest) -> list[Check]:
     # No compute type: the image is built on the machine that runs `pulumi up` (imageBuilder local).
     checks = [codebuild_check(region, request.compute_type, fetch_codebuild(session, request.compute_type))
               ] if request.compute_type else []
-    quota, in_use, own, untyped = sagemaker_usage(session, request.instance_type, request.stack)
+    quota, in_use, own, untyped = sagemaker_usage(session, request.instance_type, request.scope)
     checks += sagemaker_checks(region, request.instance_type, request.instances, quota, in_use, own,
                                request.most if request.most > request.instances else None, untyped)
     return checks

@@ -124,7 +124,8 @@ def existing_digest(ecr, repository: str, tag: str) -> str | None:
             f"accepts only {catalog.SAGEMAKER_MANIFEST_TYPE} (it answers \"Unsupported manifest media type\"). "
             "The build pushes one only with provenance and SBOM attestations off (turing/build-image.sh); "
             "delete this image (" + shlex.join(["aws", "ecr", "batch-delete-image", "--repository-name", repository,
-                                                "--image-ids", f"imageTag={tag}"]) + ") and run `pulumi up` again")
+                                                "--image-ids", f"imageTag={tag}", "--region", ecr.meta.region_name])
+            + ") and run `pulumi up` again")
     return images[0]["imageDigest"]
 
 
@@ -238,7 +239,7 @@ def account_limit_refusal(message: str, region: str, account: str) -> str:
             f"saying: \"Account {account}, region {region}: StartBuild answers {catalog.CODEBUILD_ACCOUNT_LIMIT_ERROR} "
             f"'{message}'. Please raise the concurrent builds limit for {environment} "
             f"({catalog.CODEBUILD_COMPUTE_TYPE}) from 0 to at least 1.\" Then `pulumi up` again. Or, without "
-            "CodeBuild: build the image on this machine with docker, podman or buildah (an 8 GB base is pulled, "
+            "CodeBuild: build the image on this machine with buildah, podman or docker (an 8 GB base is pulled, "
             "the 8.3 GB image pushed from here): pulumi config set gemma4-t4:imageBuilder local && pulumi up")
 
 

@@ -3,8 +3,9 @@ when the endpoint configuration exists, finds the endpoint SageMaker creates fro
 
 - InService: exits 0 (the Endpoint resource reports the same).
 - Failed: prints SageMaker's FailureReason, gives the endpoint's log group (/aws/sagemaker/Endpoints/NAME: the
-  stack's, or one SageMaker created without a retention) the stack's retention, deletes the endpoint (it holds
-  no instances, but stays in the account, and in the way of the next `up`), and exits 1 with the reason.
+  stack's, or one SageMaker created without a retention) the stack's retention, says whether any container wrote
+  to it (a log stream; none: the container never started), deletes the endpoint (it holds no instances, but stays
+  in the account, and in the way of the next `up`), and exits 1 with the reason.
 - An endpoint of this stack being updated to the configuration instead: exits 0. The stack no longer
   updates an endpoint in place (every new configuration is a new endpoint, named after it; see
   components/sagemaker/component.py), so this meets only an update made outside it. No endpoint at all within
@@ -71,15 +72,25 @@ def find(sagemaker, request: WatchRequest) -> tuple[dict[str, Any] | None, bool]
     return None, updating
 
 
+NEVER_STARTED = "the container never started (compare the image's CUDA with the host image)"
+
+
 def clean_up(session, endpoint: dict[str, Any], retention_days: int) -> None:
     name = endpoint["EndpointName"]
     logs = session.client("logs")
     group = f"/aws/sagemaker/Endpoints/{name}"
     try:
         logs.put_retention_policy(logGroupName=group, retentionInDays=retention_days)
-        say(f"log group {group} kept {retention_days} days")
+        # The stack makes the group before the endpoint, so only a stream tells whether a container ever wrote to
+        # it: SageMaker writes one per instance, [production-variant-name]/[instance-id] (SageMaker developer guide,
+        # "Log groups and streams that SageMaker sends to CloudWatch Logs", logging-cloudwatch.html). A container
+        # that never started writes none ([sagemaker-t4-article]: CannotStartContainerError, no log at all).
+        streams = logs.describe_log_streams(logGroupName=group, limit=1).get("logStreams", [])
+        say(f"log group {group} kept {retention_days} days" + (
+            f": the container's log is in it (aws logs tail {group} --region {session.region_name})" if streams
+            else f", and no log stream in it: {NEVER_STARTED}"))
     except logs.exceptions.ResourceNotFoundException:
-        say(f"no log group {group}: the container never started (compare the image's CUDA with the host image)")
+        say(f"no log group {group}: {NEVER_STARTED}")
     session.client("sagemaker").delete_endpoint(EndpointName=name)
     say(f"deleted the failed endpoint {name}; `pulumi up` makes a new one once the reason is fixed")
 

@@ -6,14 +6,19 @@ same private ECR repository under the same tag, with the same checks (components
 1. An image with this tag already in the repository (read from ECR) is reused, not rebuilt.
 2. The base image is resolved to its digest through ECR and checked against the pin; the build is FROM exactly
    that digest.
-3. The tool: the configured one (imageBuilder docker, podman or buildah), else the first of those on PATH.
-   It logs in to the base's registry and ours with ECR's GetAuthorizationToken (buildah and podman into a
-   temporary auth file; docker into its own config, as `aws ecr get-login-password | docker login` does), builds
-   a Docker v2 schema 2 image (docker through turing/build-image.sh, without attestations; buildah and podman
-   with --format docker) and pushes it.
+3. The tool: the configured one (imageBuilder buildah, podman or docker), else the first of buildah, podman and
+   docker on PATH (docker last: with the containerd image store, Docker Engine 29's default, a push sends an image
+   index unless it is told a platform). It logs in to the base's registry and ours with ECR's
+   GetAuthorizationToken (buildah and podman into a temporary auth file; docker into its own config, as `aws ecr
+   get-login-password | docker login` does), builds a Docker v2 schema 2 image for linux/amd64 (every build and
+   push names the platform: an arm64 machine would otherwise build for itself, or emulate silently; docker
+   through turing/build-image.sh, without attestations; buildah and podman with --format docker), checks the
+   built image's platform (and, where the tool reports it, its manifest type) before anything is uploaded, and
+   pushes it (docker with --platform: one image manifest, never an index).
 4. The pushed manifest is read back from the registry by tag: SageMaker's CreateModel takes only a Docker v2
-   schema 2 manifest, so anything else is refused here with the fix. Its digest is printed on stdout; everything
-   else goes to stderr. Any failure exits 1 with what failed and its fix, which fails `pulumi up`.
+   schema 2 manifest, so anything else is refused here with the fix (its delete line names the region). Its
+   digest is printed on stdout; everything else goes to stderr. Any failure exits 1 with what failed and its fix,
+   which fails `pulumi up`.
 
 Test-only override (TEST_OVERRIDE_ENV, JSON; never set by the stack): "registry" (http://HOST:PORT) stands for
 every ECR registry (logins, pulls, pushes, the manifest read: a registry on loopback for a test whose ECR API is
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import resource
 import shlex
 import shutil
@@ -47,7 +53,10 @@ from .build import BuildError, existing_digest, pinned_base, session_from_env
 
 MODULE = "gemma4_t4.components.sagemaker.steps.local_build"
 TEST_OVERRIDE_ENV = "GEMMA4_T4_LOCAL_BUILD_TEST_OVERRIDE"  # JSON: see the module's docstring
-TOOLS = ("docker", "podman", "buildah")
+# The order imageBuilder local tries them in: buildah and podman push exactly the manifest type they are told
+# (--format v2s2); docker last.
+TOOLS = ("buildah", "podman", "docker")
+PLATFORM = catalog.SAGEMAKER_IMAGE_PLATFORM
 MANIFEST_TYPES = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json, " \
     "application/vnd.docker.distribution.manifest.list.v2+json, application/vnd.oci.image.index.v1+json"
 
@@ -61,7 +70,7 @@ class LocalBuildRequest(StepRequest):
     tag: str
     base_image: str
     base_digest_pin: str  # "" = no pin
-    builder: str = "local"  # local (the first tool found), docker, podman or buildah
+    builder: str = "local"  # local (the first tool found), buildah, podman or docker
 
 
 @dataclass(frozen=True)
@@ -81,11 +90,11 @@ def find_tool(builder: str, path: str | None = None) -> tuple[str, str]:
         if found:
             return name, found
     if builder == "local":
-        raise BuildError("imageBuilder local needs docker, podman or buildah on this machine's PATH, and none is "
+        raise BuildError("imageBuilder local needs buildah, podman or docker on this machine's PATH, and none is "
                          "there: install one (e.g. sudo apt-get install buildah), or go back to CodeBuild: "
                          "pulumi config set gemma4-t4:imageBuilder codebuild")
     raise BuildError(f"imageBuilder {builder}: {builder} is not on this machine's PATH: install it, or "
-                     "pulumi config set gemma4-t4:imageBuilder local (the first of docker, podman, buildah found)")
+                     "pulumi config set gemma4-t4:imageBuilder local (the first of buildah, podman, docker found)")
 
 
 @dataclass
@@ -120,7 +129,7 @@ class Registries:
 
 
 class Tool:
-    """docker, podman or buildah, as this step drives them."""
+    """buildah, podman or docker, as this step drives them."""
 
     def __init__(self, name: str, path: str, registries: Registries, auth_file: Path) -> None:
         self.name, self.path, self.registries, self.auth_file = name, path, registries, auth_file
@@ -133,23 +142,26 @@ class Tool:
         insecure = self.registries.override.registry.startswith("http://")
         return [f"--authfile={self.auth_file}", *(["--tls-verify=false"] if insecure else [])]
 
-    def run(self, *args: str, stdin: str | None = None, cwd: Path | None = None) -> None:
+    def run(self, *args: str, stdin: str | None = None, cwd: Path | None = None, capture: bool = False) -> str:
+        """The tool's output (CAPTURE: returned; else shown on stderr, with pulumi up's output)."""
         shown = " ".join(a for a in args if not a.startswith("--authfile"))
         say(f"{self.name} {shown}")
-        result = subprocess.run([self.path, *args], input=stdin, cwd=cwd, text=True, stdout=sys.stderr)
+        result = subprocess.run([self.path, *args], input=stdin, cwd=cwd, text=True,
+                                stdout=subprocess.PIPE if capture else sys.stderr)
         if result.returncode != 0:
             raise BuildError(f"`{self.name} {shown}` failed (exit {result.returncode}); its output is above")
+        return result.stdout or ""
 
     def login(self, registry: str) -> None:
         self.run("login", *self._common(), "--username", "AWS", "--password-stdin", self.registries.host(registry),
                  stdin=self.registries.password(registry))
 
     def build(self, context: Path, base: str, target: str, build_args: dict[str, str]) -> None:
-        args = [a for k, v in build_args.items() for a in ("--build-arg", f"{k}={v}")]
+        args = ["--platform", PLATFORM, *(a for k, v in build_args.items() for a in ("--build-arg", f"{k}={v}"))]
         if self.name == "docker":  # the script CodeBuild runs: no attestations, a Docker v2 schema 2 image
-            say(f"build-image.sh {base} {target}")
+            say(f"build-image.sh {base} {target} {' '.join(args)}")
             script = subprocess.run(["bash", "build-image.sh", base, target, *args], cwd=context, text=True,
-                                    stdout=sys.stderr)
+                                    stdout=sys.stderr, env={**os.environ, "PATH": self.search_path()})
             if script.returncode != 0:
                 raise BuildError(f"turing/build-image.sh failed (exit {script.returncode}); its output is above")
             return
@@ -157,11 +169,46 @@ class Tool:
         self.run(verb, *self._common(), "--format", "docker", *ulimits(), "--build-arg", f"BASE_IMAGE={base}", *args,
                  "--tag", target, str(context))
 
+    def search_path(self) -> str:
+        """PATH with this tool's folder first: the script runs the docker this step found."""
+        return os.pathsep.join([str(Path(self.path).parent), os.environ.get("PATH", "")])
+
+    def check(self, target: str) -> None:
+        """Before anything is uploaded: the built image's platform, and its manifest type where the tool tells it
+        (buildah and podman; docker's push names the platform instead, below)."""
+        if self.name == "buildah":
+            found = self.run("inspect", "--type", "image", "--format", "{{.OCIv1.OS}}/{{.OCIv1.Architecture}} "
+                             "{{.Manifest}}", target, capture=True)
+            platform, _, manifest = found.strip().partition(" ")
+            media_type = json.loads(manifest or "{}").get("mediaType", "")
+        elif self.name == "podman":
+            platform, _, media_type = self.run("image", "inspect", "--format", "{{.Os}}/{{.Architecture}} "
+                                               "{{.ManifestType}}", target, capture=True).strip().partition(" ")
+        else:
+            platform, media_type = self.run("image", "inspect", "--format", "{{.Os}}/{{.Architecture}}", target,
+                                            capture=True).strip(), ""
+        if platform != PLATFORM:
+            raise BuildError(f"the image was built for {platform or 'an unknown platform'}, and SageMaker's ml.g4dn "
+                             f"hosts run {PLATFORM}: nothing was pushed. Build with a {self.name} that builds for "
+                             f"{PLATFORM} (on an arm64 machine, with qemu-user-static's emulation), or go back to "
+                             "CodeBuild: pulumi config set gemma4-t4:imageBuilder codebuild")
+        if media_type and media_type != catalog.SAGEMAKER_MANIFEST_TYPE:
+            raise BuildError(f"the image was built as {media_type}, and SageMaker's CreateModel accepts only "
+                             f"{catalog.SAGEMAKER_MANIFEST_TYPE}: nothing was pushed")
+
     def push(self, target: str) -> None:
         if self.name == "docker":
-            self.run("push", target)
+            # One image manifest, never an index (the containerd image store pushes the index, attestations
+            # included, unless a platform is named: `docker image push --platform`, Docker CLI reference). A
+            # docker too old for the flag has no such store by default; the read-back below checks either way.
+            self.run("push", *(["--platform", PLATFORM] if self.pushes_one_platform() else []), target)
         else:
             self.run("push", *self._common(), "--format", "v2s2", target, f"docker://{target}")
+
+    def pushes_one_platform(self) -> bool:
+        """Whether this docker's push takes --platform (Docker CLI 28 and later; its help lists it)."""
+        found = subprocess.run([self.path, "push", "--help"], capture_output=True, text=True)
+        return "--platform" in found.stdout
 
 
 def ulimits() -> list[str]:
@@ -203,11 +250,11 @@ def pushed_manifest(registries: Registries, repository_url: str, tag: str) -> tu
     if media_type != catalog.SAGEMAKER_MANIFEST_TYPE:
         raise BuildError(
             f"{name}:{tag} was pushed as {media_type or 'an unknown manifest type'}; SageMaker's CreateModel accepts "
-            f"only {catalog.SAGEMAKER_MANIFEST_TYPE}. Delete it ("
+            f"only {catalog.SAGEMAKER_MANIFEST_TYPE}. Delete it (the tag is immutable: "
             + shlex.join(["aws", "ecr", "batch-delete-image", "--repository-name", name, "--image-ids",
-                          f"imageTag={tag}"])
+                          f"imageTag={tag}", "--region", registry.split(".")[3]])
             + "), then build with buildah or podman (pulumi config set "
-            "gemma4-t4:imageBuilder buildah) or with the classic docker builder, and `pulumi up` again")
+            "gemma4-t4:imageBuilder buildah), and `pulumi up` again")
     return media_type, answer.headers["docker-content-digest"]
 
 
@@ -232,6 +279,7 @@ def build_and_push(request: LocalBuildRequest, env: dict[str, str], override: Te
         for registry in dict.fromkeys((base.split("/")[0], request.repository_url.split("/")[0])):
             tool.login(registry)
         tool.build(context, registries.reference(base), target, override.build_args)
+        tool.check(target)
         tool.push(target)
     _, digest = pushed_manifest(registries, request.repository_url, request.tag)
     return digest

@@ -71,7 +71,8 @@ def act(request: TtlRequest, env: dict[str, str], now: datetime) -> int:
     except BotoCoreError as err:
         say(f"the endpoint's deadline {deletes_at} has passed, but AWS could not be asked ({err}); {name} still "
             "bills until the TTL's backstop schedule deletes it, or: "
-            + shlex.join(["aws", "sagemaker", "delete-endpoint", "--endpoint-name", name]))
+            + shlex.join(["aws", "sagemaker", "delete-endpoint", "--endpoint-name", name,
+                          *(["--region", env["AWS_REGION"]] if env.get("AWS_REGION") else [])]))
         return 1
     say(f"the endpoint's deadline {deletes_at} has passed (endpointTtl was lowered): deleted {name} now; "
         "`pulumi refresh` records it, `pulumi up` then makes a new one")

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from ... import catalog
 from ...components.sagemaker.quotas import EndpointQuota, endpoint_quota_name
+from ...components.sagemaker.scope import StackScope
 from ...core.capacity import RegionRow, RegionsReport, ordered
 from ...core.failures import cloud_message
 from ...core.offers import Offer
@@ -82,7 +83,7 @@ ACCOUNT_WIDE_CODES = ("ExpiredToken", "ExpiredTokenException", "RequestExpired")
 NOT_ENABLED_CODES = ("UnrecognizedClientException", "InvalidClientTokenId")
 
 
-def fetch_sagemaker_regions(instance_type: str, stack: str, regions: list[str],
+def fetch_sagemaker_regions(instance_type: str, stack: StackScope, regions: list[str],
                             profile: str | None = None) -> list[RegionQuota]:
     """Every region asked at once (a few at a time); a region that refuses is a row with the reason; no
     credentials, or expired ones, stop the report (they are the account's, not a region's)."""

@@ -13,6 +13,7 @@ from ...catalog import CODEBUILD_COMPUTE_TYPE, PULUMI_AWS_CONFIG_KEYS, PULUMI_AW
 from ...components.config import SageMakerT4EndpointSettings, check_sagemaker_region
 from ...components.sagemaker import provider_answers as answers
 from ...components.sagemaker import quotas
+from ...components.sagemaker.scope import StackScope
 from ...core import ops
 from ...core.capacity import RegionsReport
 from ...core.cost import CostEstimate, CostItem
@@ -21,7 +22,7 @@ from ...core.offers import Offer
 from ...core.plan import Invoke, Plan, StateStandIn
 from ...core.preflight import Check, Needs
 from ...core.targets import Target, TargetError
-from ...errors import ConfigError, Set
+from ...errors import PROJECT, ConfigError, Set
 from ..base import Cloud, Feature, Place, Secret, refuse_unknown_provider_keys
 from . import capacity, failures, preflight
 from .lifecycle import NO_BOOT_WATCH, NOT_STOPPABLE
@@ -181,7 +182,8 @@ class SageMaker(Cloud):
         return SageMakerTarget(target["endpoint_name"], target["region"], endpoint_url=endpoint_url,
                                profile=target.get("profile"),
                                ttl_deletes_at=outputs.get("endpoint_deletes_at"),
-                               ttl_dead_letter_queue_url=outputs.get("ttl_dead_letter_queue_url"), stack=stack)
+                               ttl_dead_letter_queue_url=outputs.get("ttl_dead_letter_queue_url"), stack=stack,
+                               stack_tags=target.get("stack_tags"))
 
     def endpoint_target(self, endpoint: str, region: str, endpoint_url: str | None = None) -> Target:
         return SageMakerTarget(endpoint, region, endpoint_url=endpoint_url)
@@ -205,25 +207,30 @@ class SageMaker(Cloud):
         builder = str(config.get("gemma4-t4:imageBuilder") or "codebuild").strip()
         build = [quotas.codebuild_check(region, CODEBUILD_COMPUTE_TYPE, preflight.fetch_codebuild_quota(
             region, CODEBUILD_COMPUTE_TYPE, profile))] if builder == "codebuild" else []
-        quota, in_use, own, untyped = preflight.fetch_sagemaker(region, needs.instance_type, stack, profile)
+        in_state, scope = self.stack_in_state(stack)
+        quota, in_use, own, untyped = preflight.fetch_sagemaker(region, needs.instance_type, scope, profile)
         checks = [*build, *quotas.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use,
                                                       own, needs.most if needs.most > needs.instances else None,
                                                       untyped)]
-        strays = preflight.strays_check(region, preflight.fetch_stack_endpoints(region, stack, profile),
-                                        self.endpoint_in_state(stack))
+        strays = preflight.strays_check(region, preflight.fetch_stack_endpoints(region, scope, profile), in_state,
+                                        scope)
         return checks + ([strays] if strays else [])
 
-    def endpoint_in_state(self, stack: str) -> str | None:
-        """The endpoint the stack's state holds ("" none), read with the Pulumi CLI; None if it cannot be read."""
+    def stack_in_state(self, stack: str) -> tuple[str | None, StackScope]:
+        """(the endpoint the stack's state holds, "" none, None if the Pulumi CLI cannot read it; the tags that mark
+        the stack's endpoints: those its target output records, else this project's and the stack's, the
+        organization unknown)."""
         try:
             outputs = ops.stack_outputs(stack)
         except TargetError:
-            return None
-        return str((outputs.get("target") or {}).get("endpoint_name") or "")
+            return None, StackScope(stack, PROJECT)
+        target = outputs.get("target") or {}
+        return str(target.get("endpoint_name") or ""), StackScope.of(target.get("stack_tags"), stack)
 
     def regions(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> RegionsReport:
         preflight.aws_region(needs)
-        fetched = capacity.fetch_sagemaker_regions(needs.instance_type, stack,
+        # This project's stack of that name (its organization is not asked: the Pulumi CLI is not run per region).
+        fetched = capacity.fetch_sagemaker_regions(needs.instance_type, StackScope(stack, PROJECT),
                                                    capacity.sagemaker_region_names(list(place.regions)),
                                                    preflight.aws_profile(config))
         return capacity.sagemaker_regions(needs, fetched)

@@ -5,34 +5,34 @@ the API responses, tested on recorded ones; the fetch functions only call boto3.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...catalog import SAGEMAKER_STACK_TAG
 from ...components.sagemaker.quotas import (
     EndpointQuota,
     fetch_codebuild,
     sagemaker_usage,
 )
+from ...components.sagemaker.scope import StackScope
 from ...core.failures import cloud_message
 from ...core.preflight import Check, Needs, PreflightError
 from ...errors import ConfigError, Set
+from .strays import adopt_or_delete
 from .target import aws_session
 
 STRAYS_CHECK = "endpoints outside the stack's state"
 
 
-def strays_check(region: str, tagged: Sequence[tuple[str, str]], in_state: str | None) -> Check | None:
-    """TAGGED: the (name, status) of the endpoints that carry the stack's tag; IN_STATE: the one the stack's state
-    holds ("" none, None when the state could not be read). The others were made by an `up` stopped during the
-    endpoint's wait (Ctrl-C): they bill outside the state, and the stack's TTL schedule deletes them only at its
-    backstop's deadline."""
+def strays_check(region: str, tagged: Sequence[tuple[str, str]], in_state: str | None,
+                 scope: StackScope) -> Check | None:
+    """TAGGED: the (name, status) of the endpoints that carry the stack's tags (SCOPE's); IN_STATE: the one the
+    stack's state holds ("" none, None when the state could not be read). The others were made by an `up` stopped
+    during the endpoint's wait (Ctrl-C): they bill outside the state, and the stack's TTL schedule deletes them
+    only at its backstop's deadline. The fix adopts each (strays.py), or deletes one the stack cannot adopt."""
     strays = [(name, status) for name, status in tagged if name != in_state]
     if not strays or (in_state is None and len(tagged) < 2):
         return None
-    lines = "; ".join(shlex.join(["aws", "sagemaker", "delete-endpoint", "--endpoint-name", name, "--region", region])
-                      for name, _ in strays)
+    lines = "; ".join(f"{name}: {adopt_or_delete(name, region, scope)}" for name, _ in strays)
     found = ", ".join(f"{name} ({status})" for name, status in strays)
     detail = (f"{found} carr{'ies' if len(strays) == 1 else 'y'} this stack's tag but "
               + ("not its state" if in_state is not None else
@@ -43,7 +43,7 @@ def strays_check(region: str, tagged: Sequence[tuple[str, str]], in_state: str |
 
 
 
-def fetch_sagemaker(region: str, instance_type: str, stack: str,
+def fetch_sagemaker(region: str, instance_type: str, stack: StackScope,
                     profile: str | None = None) -> tuple[EndpointQuota | None, int, int | None, list[str]]:
     """(the endpoint quota, instances of the type in use, those of this stack's endpoint or None,
     the endpoints whose instance type cannot be read),
@@ -59,16 +59,15 @@ def fetch_sagemaker(region: str, instance_type: str, stack: str,
 
 
 
-def fetch_stack_endpoints(region: str, stack: str, profile: str | None = None) -> list[tuple[str, str]]:
-    """(name, status) of the region's endpoints that carry the stack's tag."""
+def fetch_stack_endpoints(region: str, stack: StackScope, profile: str | None = None) -> list[tuple[str, str]]:
+    """(name, status) of the region's endpoints that carry the stack's tags (its organization, project and stack)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     sagemaker = aws_session(region, profile, PreflightError).client("sagemaker")
     try:
         return [(summary["EndpointName"], summary["EndpointStatus"])
                 for page in sagemaker.get_paginator("list_endpoints").paginate() for summary in page["Endpoints"]
-                if {"Key": SAGEMAKER_STACK_TAG, "Value": stack}
-                in sagemaker.list_tags(ResourceArn=summary["EndpointArn"]).get("Tags", [])]
+                if stack.owns(sagemaker.list_tags(ResourceArn=summary["EndpointArn"]).get("Tags", []))]
     except (BotoCoreError, ClientError) as err:
         raise PreflightError(cloud_message(err) or f"AWS: {err}") from None
 

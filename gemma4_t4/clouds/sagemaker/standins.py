@@ -24,14 +24,46 @@ def _physical_name_key(typ: str) -> str:
 MOCK_REGION = "us-east-2"
 
 
+# ARNs shaped as AWS returns them (and the AWS provider passes on), by resource type; {name} is the physical name.
+# Sources: IAM User Guide, "IAM identifiers" (reference_identifiers.html: arn:aws:iam::ACCOUNT:role/NAME and
+# policy/NAME, no region: IAM is global); SQS's QueueArn (SQS API Reference, GetQueueAttributes:
+# arn:aws:sqs:REGION:ACCOUNT:NAME, the provider's `arn`); CloudWatch Logs' log group ARN
+# arn:aws:logs:REGION:ACCOUNT:log-group:NAME:* with the provider trimming the ":*" (terraform-provider-aws
+# internal/service/logs/group.go, resourceGroupFlatten: trimLogGroupARNWildcardSuffix); S3 bucket ARNs carry
+# neither region nor account (S3 User Guide, "Resource types": arn:aws:s3:::BUCKET); SageMaker's lower-cased
+# names and its endpoint-config type (SageMaker API Reference, DescribeEndpointConfig's EndpointConfigArn pattern
+# arn:aws[a-z-]*:sagemaker:REGION:ACCOUNT:endpoint-config/.*); EventBridge Scheduler's schedule ARN
+# arn:aws:scheduler:REGION:ACCOUNT:schedule/GROUP/NAME (Scheduler API Reference, GetSchedule); Secrets Manager adds
+# a hyphen and six random characters to the name (Secrets Manager User Guide, "Secret ARN": secret:NAME-a1b2c3).
+_ARNS = {
+    "aws:iam/role:Role": "arn:aws:iam::{account}:role/{name}",
+    "aws:iam/policy:Policy": "arn:aws:iam::{account}:policy/{name}",
+    "aws:sqs/queue:Queue": "arn:aws:sqs:{region}:{account}:{name}",
+    "aws:cloudwatch/logGroup:LogGroup": "arn:aws:logs:{region}:{account}:log-group:{name}",
+    "aws:s3/bucket:Bucket": "arn:aws:s3:::{name}",
+    "aws:sagemaker/endpoint:Endpoint": "arn:aws:sagemaker:{region}:{account}:endpoint/{lower}",
+    "aws:sagemaker/endpointConfiguration:EndpointConfiguration":
+        "arn:aws:sagemaker:{region}:{account}:endpoint-config/{lower}",
+    "aws:sagemaker/model:Model": "arn:aws:sagemaker:{region}:{account}:model/{lower}",
+    "aws:scheduler/schedule:Schedule": "arn:aws:scheduler:{region}:{account}:schedule/default/{name}",
+    "aws:secretsmanager/secret:Secret": "arn:aws:secretsmanager:{region}:{account}:secret:{name}-AbCdEf",
+}
+
+
+def aws_arn(typ: str, physical: str) -> str:
+    """The ARN of the resource of type TYP named PHYSICAL, as AWS returns it (_ARNS); another type's, as
+    arn:aws:SERVICE:REGION:ACCOUNT:TYPE/NAME (ECR's repository/NAME, CodeBuild's project/NAME)."""
+    service, _, kind = typ.split(":", 1)[1].partition("/")
+    shape = _ARNS.get(typ, f"arn:aws:{service}:{{region}}:{{account}}:{kind.split(':')[0].lower()}/{{name}}")
+    return shape.format(region=MOCK_REGION, account=MOCK_ACCOUNT, name=physical, lower=physical.lower())
+
+
 def aws_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tuple[str, dict[str, Any]]:
     """An AWS resource as its provider answers a create: its id (the physical name), ARN, and the URLs the
     components read (an ECR repository's, an SQS queue's)."""
     key = _physical_name_key(typ)
     physical = physical_name(logical, inputs, suffix, key)
-    service, _, kind = typ.split(":", 1)[1].partition("/")
-    resource = kind.split(":")[0].lower()
-    computed: dict[str, Any] = {"arn": f"arn:aws:{service}:{MOCK_REGION}:{MOCK_ACCOUNT}:{resource}/{physical}"}
+    computed: dict[str, Any] = {"arn": aws_arn(typ, physical)}
     if typ == "aws:ecr/repository:Repository":
         computed["repositoryUrl"] = f"{MOCK_ACCOUNT}.dkr.ecr.{MOCK_REGION}.amazonaws.com/{physical}"
     if typ == "aws:sqs/queue:Queue":
@@ -42,12 +74,13 @@ def aws_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tu
 @dataclass
 class AwsWorld:
     """What exists in the AWS account, as the provider's invokes read it. repositories: the ECR repositories by
-    name (before the program runs); denied: the deploying account may not describe them; endpoints: the SageMaker
+    name (before the program runs), a set, or a map to each one's tags (a set: app=gemma4-t4 alone, as a release
+    before 0.4.0 tagged a kept one); denied: the deploying account may not describe them; endpoints: the SageMaker
     endpoints by name with their CreationTime (YYYY-MM-DDTHH:MM:SSZ), what the component's creation-time step
     reads once its endpoint exists; None: every endpoint it asks about exists, created at core.plan.MOCK_NOW (the
     mocks' clock: the endpoint this `up` creates), so the plan shows a deadline."""
 
-    repositories: set[str] = field(default_factory=set)
+    repositories: set[str] | Mapping[str, Mapping[str, str]] = field(default_factory=set)
     denied: bool = False
     endpoints: Mapping[str, str] | None = None
 
@@ -68,7 +101,9 @@ class AwsWorld:
         return {"id": name, "name": name, "registryId": MOCK_ACCOUNT,
                 "arn": f"arn:aws:ecr:{MOCK_REGION}:{MOCK_ACCOUNT}:repository/{name}",
                 "repositoryUrl": f"{MOCK_ACCOUNT}.dkr.ecr.{MOCK_REGION}.amazonaws.com/{name}",
-                "imageTagMutability": "IMMUTABLE", "mostRecentImageTags": [], "tags": {"app": "gemma4-t4"}}
+                "imageTagMutability": "IMMUTABLE", "mostRecentImageTags": [],
+                "tags": dict(self.repositories[name]) if isinstance(self.repositories, Mapping)
+                else {"app": "gemma4-t4"}}
 
     def run_local_command(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """pulumi-command's local run (the component runs one command with it: the creation-time step), answered

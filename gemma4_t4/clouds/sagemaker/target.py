@@ -8,7 +8,7 @@ import json
 import re
 import shlex
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,9 +51,12 @@ class SageMakerTarget:
     # dead-letter queue where a delete that kept failing lands (then the endpoint still bills).
     ttl_deletes_at: str | None = None
     ttl_dead_letter_queue_url: str | None = None
-    # The stack whose tag (catalog.SAGEMAKER_STACK_TAG) marks its endpoints: any other than ENDPOINT is outside
-    # the stack's state (an `up` stopped during the endpoint's wait) and bills; None: not asked.
+    # The stack whose tags mark its endpoints: any other than ENDPOINT is outside the stack's state (an `up`
+    # stopped during the endpoint's wait) and bills; None: not asked. STACK_TAGS: its organization, project and
+    # stack tags as its target output records them (components/sagemaker/scope.py); None: a stack deployed by a
+    # release before 0.4.0, whose endpoints carry the stack's name alone.
     stack: str | None = None
+    stack_tags: Mapping[str, str] | None = None
     label: str = ""
     cloud: str = field(default="sagemaker", init=False)
     read_timeout_s: float = SAGEMAKER_READ_TIMEOUT_S
@@ -184,8 +187,10 @@ class SageMakerTarget:
         it: one made by an `up` that was stopped during its wait bills outside the stack's state."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from ...catalog import SAGEMAKER_STACK_TAG
+        from ...components.sagemaker.scope import StackScope
+        from .strays import adopt_or_delete
 
+        scope = StackScope.of(self.stack_tags, self.stack or "")
         found = []
         try:
             for page in self.control.get_paginator("list_endpoints").paginate():
@@ -193,11 +198,9 @@ class SageMakerTarget:
                     if summary["EndpointName"] == self.endpoint:
                         continue
                     tags = self.control.list_tags(ResourceArn=summary["EndpointArn"]).get("Tags", [])
-                    if {"Key": SAGEMAKER_STACK_TAG, "Value": self.stack} in tags:
+                    if scope.owns(tags):
                         found.append(f"{summary['EndpointName']} ({summary['EndpointStatus']}, not in the stack's "
-                                     "state, bills): " + shlex.join([
-                                         "aws", "sagemaker", "delete-endpoint", "--endpoint-name",
-                                         summary["EndpointName"], "--region", self.region]))
+                                     "state, bills): " + adopt_or_delete(summary["EndpointName"], self.region, scope))
         except (BotoCoreError, ClientError) as err:
             raise self._error(err) from None
         return found

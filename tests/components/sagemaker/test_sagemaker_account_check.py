@@ -15,6 +15,7 @@ from aws_standin import ACCOUNT, add_codebuild_quota, add_sagemaker_quotas, enfo
 from conftest import REPO
 
 from gemma4_t4 import catalog, clouds
+from gemma4_t4.components.sagemaker.scope import StackScope
 from gemma4_t4.components.sagemaker.steps import account_check as aws_account_check
 
 pytestmark = pytest.mark.standin
@@ -41,19 +42,19 @@ def check(moto, request: str) -> subprocess.CompletedProcess:
                           text=True, timeout=60)
 
 
-def stack_endpoint(moto, instances: int, fleet: str | None = None) -> None:
+def stack_endpoint(moto, instances: int, fleet: str | None = None, project: str = "gemma4-t4") -> None:
     """The stack's endpoint as an earlier `up` left it (tagged with the stack and, since the fleet tag exists,
     with the digest of the fleet it runs, as the component tags it)."""
     sagemaker = moto.client("sagemaker")
-    sagemaker.create_model(ModelName="m", ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
+    sagemaker.create_model(ModelName=f"m-{project}", ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
                            PrimaryContainer={"Image": f"{ACCOUNT}.dkr.ecr.us-east-2.amazonaws.com/r@sha256:{'0' * 64}"})
-    sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[
-        {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.g4dn.xlarge",
+    sagemaker.create_endpoint_config(EndpointConfigName=f"c-{project}", ProductionVariants=[
+        {"VariantName": "AllTraffic", "ModelName": f"m-{project}", "InstanceType": "ml.g4dn.xlarge",
          "InitialInstanceCount": instances}])
-    tags = [{"Key": catalog.SAGEMAKER_STACK_TAG, "Value": "sagemaker-t4"}]
+    tags = [{"Key": key, "Value": value} for key, value in StackScope("sagemaker-t4", project, "organization").tags().items()]
     if fleet is not None:
         tags.append({"Key": catalog.SAGEMAKER_FLEET_TAG, "Value": fleet})
-    sagemaker.create_endpoint(EndpointName="gemma", EndpointConfigName="c", Tags=tags)
+    sagemaker.create_endpoint(EndpointName=f"gemma-{project}", EndpointConfigName=f"c-{project}", Tags=tags)
 
 
 def test_the_upload_and_the_build_wait_for_the_check(run_stack):
@@ -66,7 +67,8 @@ def test_the_upload_and_the_build_wait_for_the_check(run_stack):
     tag = plan.one(COMMAND, "gemma4-t4-image-codebuild-run").inputs["triggers"][0]
     fleet = plan.one("aws:sagemaker/endpoint:Endpoint").inputs["tags"][catalog.SAGEMAKER_FLEET_TAG]
     assert request == {"stack": "sagemaker-t4", "instance_type": "ml.g4dn.xlarge", "instances": 1, "most": 1,
-                       "compute_type": "BUILD_GENERAL1_MEDIUM", "tag": tag, "fleet": fleet}
+                       "compute_type": "BUILD_GENERAL1_MEDIUM", "tag": tag, "fleet": fleet, "project": "gemma4-t4",
+                       "organization": "organization"}
     assert plan.one(COMMAND, CHECK).inputs["triggers"] == [plan.one(COMMAND, CHECK).inputs["environment"][
         aws_account_check.REQUEST_ENV]]
 
@@ -157,6 +159,21 @@ def test_an_up_that_leaves_the_running_endpoint_as_it_is_needs_no_second_fleet(a
     assert result.returncode == 0 and "note: update of this stack's endpoint" in result.stderr, result.stderr
 
 
+def test_a_stack_of_the_same_name_in_another_project_is_not_this_stacks_endpoint(account, run_stack, monkeypatch):
+    """A colleague's stack sagemaker-t4 of another project holds the quota of 1, running what this `up` deploys
+    (the same fleet digest): it is not this stack's endpoint, so this `up` needs a fleet of its own, which does not
+    fit. (With the stack's name alone it was taken for this stack's, unchanged, and the `up` went on.)"""
+    add_codebuild_quota(monkeypatch, default=1.0, applied=None)
+    add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 1.0})
+    request = planned_request(run_stack)
+    stack_endpoint(account, 1, fleet=json.loads(request)["fleet"], project="another-project")
+    result = check(account, request)
+    assert result.returncode == 1, result.stderr
+    assert "this stack's endpoint holds" not in result.stderr and f'request "{G4DN}" = 2' in result.stderr
+    stack_endpoint(account, 1, fleet=json.loads(request)["fleet"])  # and now this stack's own, beside it
+    assert "this stack's endpoint holds 1" in check(account, request).stderr
+
+
 def test_a_new_max_model_len_on_the_same_type_and_count_needs_both_fleets(account, run_stack, monkeypatch):
     """Same instance type, count and image, another maxModelLen: a new model, a new endpoint, two fleets at once."""
     add_codebuild_quota(monkeypatch, default=1.0, applied=None)
@@ -222,3 +239,15 @@ def test_without_its_request_the_step_says_who_runs_it():
     result = subprocess.run([sys.executable, "-m", aws_account_check.MODULE], cwd=REPO, timeout=60,
                             env={"PATH": os.environ["PATH"]}, capture_output=True, text=True)
     assert result.returncode == 2 and "run by `pulumi up`" in result.stderr
+
+
+def test_an_endpoint_is_the_stacks_only_when_its_organization_project_and_stack_match():
+    ours = StackScope("sagemaker-t4", "gemma4-t4", "acme")
+    tags = {catalog.SAGEMAKER_ORGANIZATION_TAG: "acme", catalog.SAGEMAKER_PROJECT_TAG: "gemma4-t4",
+            catalog.SAGEMAKER_STACK_TAG: "sagemaker-t4"}
+    assert ours.owns(tags) and ours.owns([{"Key": k, "Value": v} for k, v in tags.items()])
+    assert not ours.owns({**tags, catalog.SAGEMAKER_PROJECT_TAG: "another-project"})
+    assert not ours.owns({**tags, catalog.SAGEMAKER_ORGANIZATION_TAG: "another-org"})
+    assert not ours.owns({**tags, catalog.SAGEMAKER_STACK_TAG: "dev"}) and not ours.owns({})
+    # Tagged by a release before 0.4.0 (the stack's name alone): the stack's until its first `up` retags it.
+    assert ours.owns({catalog.SAGEMAKER_STACK_TAG: "sagemaker-t4"})

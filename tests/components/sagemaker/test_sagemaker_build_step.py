@@ -184,7 +184,8 @@ def test_an_oci_manifest_is_refused_after_the_push_with_the_fix(moto, account, m
     assert result.returncode == 1 and result.stdout == ""
     assert (f"gemma4-t4-repo:{TAG} was pushed as {media_type}; SageMaker's CreateModel accepts only "
             "application/vnd.docker.distribution.manifest.v2+json") in result.stderr
-    assert f"aws ecr batch-delete-image --repository-name gemma4-t4-repo --image-ids imageTag={TAG}" in result.stderr
+    assert (f"aws ecr batch-delete-image --repository-name gemma4-t4-repo --image-ids imageTag={TAG} "
+            "--region us-east-2") in result.stderr
     # The next up finds the image kept under the immutable tag, and refuses it again rather than reusing it.
     again = step(moto, request())
     assert again.returncode == 1 and "was pushed as" in again.stderr and len(account.started) == 1

@@ -88,6 +88,23 @@ def test_a_failed_endpoint_without_logs_says_the_container_never_started(account
     assert "the container never started" in result.stderr
 
 
+def test_a_failed_endpoint_whose_group_has_no_stream_says_the_container_never_started(account):
+    """The stack makes the log group before the endpoint, so the group is there either way: a container that never
+    started wrote no stream into it; one that started (and crashed) did, and the line says where to read it."""
+    endpoint(account, "cfg-new", "Failed", CANNOT_START)
+    group = f"/aws/sagemaker/Endpoints/{NAME}"
+    account.client("logs").create_log_group(logGroupName=group)
+    result = watch(account)
+    assert result.returncode == 1 and "no log stream in it: the container never started" in result.stderr
+
+    endpoint(account, "cfg-new", "Failed", CANNOT_START)
+    # SageMaker's stream per instance: [production-variant-name]/[instance-id] (logging-cloudwatch.html).
+    account.client("logs").create_log_stream(logGroupName=group, logStreamName="AllTraffic/i-0123456789abcdef0")
+    result = watch(account)
+    assert result.returncode == 1 and "never started" not in result.stderr
+    assert f"the container's log is in it (aws logs tail {group} --region us-east-2)" in result.stderr
+
+
 def test_no_capacity_names_the_next_instance_type_with_the_same_t4s(account):
     endpoint(account, "cfg-new", "Failed", "Unable to provision requested ML compute capacity due to "
              "InsufficientInstanceCapacity error.")

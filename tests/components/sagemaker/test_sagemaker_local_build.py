@@ -97,7 +97,7 @@ def request(**changes) -> str:
 
 
 def step(moto, request_json: str, path: str = "/nonexistent", **env) -> subprocess.CompletedProcess:
-    """The step as the Command runs it; PATH: where it looks for docker, podman and buildah."""
+    """The step as the Command runs it; PATH: where it looks for buildah, podman and docker."""
     environment = {**moto.env(), "PATH": path, local_build.SETTINGS_ENV: request_json, **env}
     return subprocess.run([sys.executable, "-m", local_build.MODULE], cwd=REPO,
                           env=environment, capture_output=True, text=True, timeout=900)
@@ -126,7 +126,7 @@ def test_without_a_tool_the_step_says_which_to_install(moto, account, tmp_path):
     account.put_image(repositoryName="vllm", imageManifest=manifest("base"), imageTag=ECR_BASE.rsplit(":", 1)[1])
     result = step(moto, request(), path=str(tmp_path))
     assert result.returncode == 1 and result.stdout == ""
-    assert "needs docker, podman or buildah on this machine's PATH" in result.stderr
+    assert "needs buildah, podman or docker on this machine's PATH" in result.stderr
     assert "pulumi config set gemma4-t4:imageBuilder codebuild" in result.stderr
     named = step(moto, request(builder="podman"), path=str(tmp_path))
     assert named.returncode == 1 and "imageBuilder podman: podman is not on this machine's PATH" in named.stderr
@@ -147,6 +147,99 @@ def test_a_tag_of_another_context_is_refused(moto, account):
     result = step(moto, request(tag="vllm-0.30.0-sm75-ffffffffffffffff"))
     assert result.returncode == 1 and "builds another context than the tag" in result.stderr
     assert "base image:" not in result.stderr, "refused before the base is resolved"
+
+
+# A stand-in for each tool that records the command line it is given (one line per call, in FAKE_LOG) and answers
+# only what the step reads back: `inspect` prints the built image's platform and manifest type in the format the
+# step asks for (FAKE_PLATFORM, FAKE_MEDIA_TYPE); docker's `push --help` lists --platform unless FAKE_OLD_DOCKER
+# (Docker CLI 28's help: "--platform string  Push a platform-specific manifest as a single-platform image").
+FAKE_TOOL = r"""#!/bin/bash
+tool=${0##*/}
+echo "$tool $*" >> "$FAKE_LOG"
+platform=${FAKE_PLATFORM:-linux/amd64} media=${FAKE_MEDIA_TYPE:-application/vnd.docker.distribution.manifest.v2+json}
+case "$tool $1 $2" in
+  "buildah inspect "*) printf '%s {"schemaVersion":2,"mediaType":"%s"}\n' "$platform" "$media" ;;
+  "podman image "*) echo "$platform $media" ;;
+  "docker image "*) echo "$platform" ;;
+  "docker push --help") [ -n "${FAKE_OLD_DOCKER:-}" ] || echo "      --platform string   Push a platform-specific manifest" ;;
+esac
+"""
+
+
+def fake_tools(tmp_path, *names: str) -> str:
+    """A PATH of one folder: stand-ins for NAMES, and bash (which runs build-image.sh), nothing else, so that no
+    real tool of this machine is found."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        (folder / name).write_text(FAKE_TOOL)
+        (folder / name).chmod(0o755)
+    if not (folder / "bash").exists():
+        (folder / "bash").symlink_to(shutil.which("bash"))
+    return str(folder)
+
+
+def calls(moto, account, tmp_path, tools: tuple[str, ...], builder: str = "local", **fake: str
+          ) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """The step with stand-in TOOLS on PATH: its result and the command lines the tools were given. The registry
+    the step reads back from is not there, so a step that pushed ends with "the registry did not answer"."""
+    if not account.list_images(repositoryName="vllm")["imageIds"]:
+        account.put_image(repositoryName="vllm", imageManifest=manifest("base"), imageTag=ECR_BASE.rsplit(":", 1)[1])
+    log = tmp_path / "calls.log"
+    log.unlink(missing_ok=True)
+    result = step(moto, request(builder=builder), path=fake_tools(tmp_path, *tools), FAKE_LOG=str(log),
+                  **{f"FAKE_{k.upper()}": v for k, v in fake.items()},
+                  **{local_build.TEST_OVERRIDE_ENV: json.dumps({"registry": "http://127.0.0.1:9"})})
+    return result, log.read_text().splitlines() if log.exists() else []
+
+
+@pytest.mark.standin
+def test_buildah_comes_first_and_builds_and_pushes_for_linux_amd64(moto, account, tmp_path):
+    result, lines = calls(moto, account, tmp_path, ("docker", "podman", "buildah"))
+    assert {line.split()[0] for line in lines} == {"buildah"}, lines
+    (build,) = [line for line in lines if line.startswith("buildah bud ")]
+    assert "--format docker" in build and "--platform linux/amd64" in build
+    verbs = [line.split()[1] for line in lines]
+    assert verbs[-3:] == ["bud", "inspect", "push"], "built, checked, then pushed"
+    assert "--format v2s2" in lines[-1]
+    assert "the registry did not answer" in result.stderr
+
+
+@pytest.mark.standin
+def test_podman_comes_before_docker(moto, account, tmp_path):
+    _, lines = calls(moto, account, tmp_path, ("docker", "podman"))
+    assert {line.split()[0] for line in lines} == {"podman"}, lines
+    (build,) = [line for line in lines if line.startswith("podman build ")]
+    assert "--format docker" in build and "--platform linux/amd64" in build
+    assert [line.split()[1] for line in lines[-3:]] == ["build", "image", "push"], "built, checked, then pushed"
+    assert lines[-2].startswith("podman image inspect ") and "--format v2s2" in lines[-1]
+
+
+@pytest.mark.standin
+def test_docker_last_builds_without_attestations_and_pushes_one_platform(moto, account, tmp_path):
+    _, lines = calls(moto, account, tmp_path, ("docker",))
+    (build,) = [line for line in lines if line.startswith("docker buildx build ")]
+    assert "--provenance=false --sbom=false --output type=docker" in build and "--platform linux/amd64" in build
+    assert lines[-3].startswith("docker image inspect ") and lines[-2] == "docker push --help"
+    assert lines[-1].startswith("docker push --platform linux/amd64 "), "one image manifest, never an index"
+    _, old = calls(moto, account, tmp_path, ("docker",), old_docker="1")
+    assert old[-1].startswith("docker push ") and "--platform" not in old[-1], "a docker without the flag"
+
+
+@pytest.mark.standin
+@pytest.mark.parametrize("tool", ["buildah", "podman", "docker"])
+def test_an_image_of_another_platform_is_refused_before_the_upload(moto, account, tmp_path, tool):
+    result, lines = calls(moto, account, tmp_path, (tool,), platform="linux/arm64")
+    assert result.returncode == 1 and "built for linux/arm64" in result.stderr and "nothing was pushed" in result.stderr
+    assert not [line for line in lines if line.split()[1] == "push" and "--help" not in line], lines
+
+
+@pytest.mark.standin
+@pytest.mark.parametrize("tool", ["buildah", "podman"])
+def test_an_oci_image_is_refused_before_the_upload(moto, account, tmp_path, tool):
+    result, lines = calls(moto, account, tmp_path, (tool,), media_type="application/vnd.oci.image.manifest.v1+json")
+    assert result.returncode == 1 and "built as application/vnd.oci.image.manifest.v1+json" in result.stderr
+    assert not [line for line in lines if line.split()[1] == "push"], lines
 
 
 def test_the_stack_never_sets_the_test_override():
@@ -192,6 +285,52 @@ def registry(tmp_path):
 def registry_manifest(url: str, name: str, reference: str) -> httpx.Response:
     return httpx.get(f"{url}/v2/{name}/manifests/{reference}", timeout=60,
                      headers={"Accept": catalog.SAGEMAKER_MANIFEST_TYPE})
+
+
+@pytest.mark.standin
+def test_podman_builds_checks_and_pushes_one_docker_manifest_for_real(registry, tmp_path):
+    """The step's own podman command lines, run by Debian's podman on a tiny image (FROM scratch, not the 8 GB
+    base): built for linux/amd64 as a Docker image, checked before the upload, pushed to the loopback registry as
+    one Docker v2 schema 2 manifest."""
+    podman = require_tool("podman")
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\nCOPY hello /hello\n")
+    (context / "hello").write_text("hello\n")
+    auth_file = tmp_path / "auth.json"
+    auth_file.write_text('{"auths": {}}')
+    registries = local_build.Registries(None, local_build.TestOverride(registry=registry))
+    target = registries.reference(f"{REPOSITORY_URL}:podman-for-real")
+    tool = local_build.Tool("podman", podman, registries, auth_file)
+    try:
+        tool.build(context, "scratch", target, {})
+        tool.check(target)
+        tool.push(target)
+    finally:
+        subprocess.run([podman, "rmi", "--force", target], capture_output=True)
+    answer = registry_manifest(registry, "gemma4-t4-repo", "podman-for-real")
+    assert answer.status_code == 200 and answer.headers["content-type"] == catalog.SAGEMAKER_MANIFEST_TYPE
+
+
+@pytest.mark.standin
+def test_docker_takes_the_steps_command_lines_for_real(tmp_path):
+    """Debian's docker CLI parses each command line the step gives it (build-image.sh's build with the platform,
+    the inspect, the one-platform push where this docker has it): with no daemon to reach, each ends at the
+    connection (exit 1), never at a usage error (exit 125, "unknown flag")."""
+    docker = require_tool("docker")
+    env = {"PATH": f"{os.path.dirname(docker)}:/usr/bin:/bin", "DOCKER_HOST": f"unix://{tmp_path}/no-daemon.sock",
+           "HOME": str(tmp_path)}
+    (tmp_path / "Dockerfile").write_text("ARG BASE_IMAGE\nFROM ${BASE_IMAGE}\n")
+    tool = local_build.Tool("docker", docker, local_build.Registries(None, local_build.TestOverride()), tmp_path)
+    lines = [["bash", str(REPO / "turing" / "build-image.sh"), "scratch", "127.0.0.1:9/x:1", "--platform",
+              local_build.PLATFORM, "--build-arg", "SM75_GATE_ARGS="],
+             [docker, "image", "inspect", "--format", "{{.Os}}/{{.Architecture}}", "127.0.0.1:9/x:1"]]
+    if tool.pushes_one_platform():
+        lines.append([docker, "push", "--platform", local_build.PLATFORM, "127.0.0.1:9/x:1"])
+    for line in lines:
+        result = subprocess.run(line, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 1 and "unknown flag" not in result.stderr, (line, result.stderr)
+        assert "Cannot connect to the Docker daemon" in result.stderr, (line, result.stderr)
 
 
 @pytest.mark.image

@@ -24,6 +24,7 @@ from conftest import REPO
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.sagemaker import preflight
 from gemma4_t4.components.sagemaker import component
+from gemma4_t4.components.sagemaker.scope import StackScope
 from gemma4_t4.components.sagemaker.steps import endpoint_watch, ttl_passed
 from gemma4_t4.core.plan import MOCK_NOW
 
@@ -33,6 +34,8 @@ ENDPOINT = "aws:sagemaker/endpoint:Endpoint"
 CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
 SCHEDULE = "aws:scheduler/schedule:Schedule"
 COMMAND = "command:local:Command"
+# The stack the tests' endpoints belong to, as preflight names it without the Pulumi CLI (its organization unknown).
+SCOPE = StackScope("sagemaker-t4", "gemma4-t4")
 # SageMaker's FailureReason for a container the host image's driver cannot run ([sagemaker-t4-article]).
 CANNOT_START = ("CannotStartContainerError. Please ensure the model container for variant AllTraffic starts "
                 "correctly when invoked with 'docker run <image> serve'")
@@ -223,16 +226,19 @@ def test_an_up_killed_during_the_endpoint_wait_leaves_a_schedule_that_deletes_th
     # `preflight` names it, with the line that deletes it, when the stack's state holds no endpoint.
     for key, value in moto.env().items():
         monkeypatch.setenv(key, value)
-    check = preflight.strays_check("us-east-2", preflight.fetch_stack_endpoints("us-east-2", "sagemaker-t4"), "")
+    check = preflight.strays_check("us-east-2", preflight.fetch_stack_endpoints("us-east-2", SCOPE), "", SCOPE)
     assert check is not None and f"aws sagemaker delete-endpoint --endpoint-name {name} --region us-east-2" in \
         check.fix
+    # ... but first the line that adopts it: it is the stack's pending create, and it serves once InService.
+    assert "--import-pending-creates 'urn:pulumi:sagemaker-t4::gemma4-t4::" in check.fix and f"' {name}" in check.fix
     set_endpoint_status(name, "InService")
     fired = fire_schedule(moto, "gemma4-t4-ttl-backstop",
                           lambda request: f"arn:aws:sagemaker:us-east-2:{ACCOUNT}:endpoint/{request['EndpointName']}")
     assert fired.delivered and name not in [e["EndpointName"] for e in sagemaker.list_endpoints()["Endpoints"]]
 
 
-def stack_endpoint(moto, name: str, stack: str = "sagemaker-t4") -> None:
+def stack_endpoint(moto, name: str, stack: str = "sagemaker-t4", project: str = "gemma4-t4") -> None:
+    """An endpoint tagged as the component tags its own: the organization, project and stack."""
     sagemaker = moto.client("sagemaker")
     if not sagemaker.list_endpoint_configs(NameContains="c")["EndpointConfigs"]:
         sagemaker.create_model(ModelName="m", ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
@@ -240,8 +246,8 @@ def stack_endpoint(moto, name: str, stack: str = "sagemaker-t4") -> None:
         sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[
             {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.g4dn.xlarge",
              "InitialInstanceCount": 1}])
-    sagemaker.create_endpoint(EndpointName=name, EndpointConfigName="c",
-                              Tags=[{"Key": catalog.SAGEMAKER_STACK_TAG, "Value": stack}])
+    sagemaker.create_endpoint(EndpointName=name, EndpointConfigName="c", Tags=[
+        {"Key": key, "Value": value} for key, value in StackScope(stack, project, "organization").tags().items()])
 
 
 @pytest.fixture
@@ -256,22 +262,31 @@ def test_status_and_preflight_name_an_endpoint_outside_the_stacks_state(account)
     stack_endpoint(account, "sagemaker-t4-endpoint-aaaaaaaa")  # the stack's, in its state
     stack_endpoint(account, "sagemaker-t4-endpoint-bbbbbbbb")  # left by an `up` killed during its wait
     stack_endpoint(account, "someone-elses", stack="another-stack")
-    outputs = {"cloud": "sagemaker", "target": {"endpoint_name": "sagemaker-t4-endpoint-aaaaaaaa", "region": "us-east-2"}}
+    # A colleague's stack of the same name in another project of the account: never this stack's.
+    stack_endpoint(account, "sagemaker-t4-endpoint-cccccccc", project="another-project")
+    outputs = {"cloud": "sagemaker", "target": {"endpoint_name": "sagemaker-t4-endpoint-aaaaaaaa", "region": "us-east-2",
+                                                "stack_tags": StackScope("sagemaker-t4", "gemma4-t4",
+                                                                         "organization").tags()}}
     details = clouds.target_from_outputs("sagemaker-t4", outputs).describe()
-    assert details["not_in_the_stack"] == [
-        "sagemaker-t4-endpoint-bbbbbbbb (InService, not in the stack's state, bills): aws sagemaker delete-endpoint "
-        "--endpoint-name sagemaker-t4-endpoint-bbbbbbbb --region us-east-2"]
+    (stray,) = details["not_in_the_stack"]
+    # Adopted first (an `up` stopped during its creation left a pending create for it), deleted only otherwise.
+    assert stray.startswith("sagemaker-t4-endpoint-bbbbbbbb (InService, not in the stack's state, bills): ")
+    adopt = ("pulumi refresh --stack sagemaker-t4 --import-pending-creates 'urn:pulumi:sagemaker-t4::gemma4-t4::"
+             "gemma4-t4:index:SageMakerT4Endpoint$aws:sagemaker/endpoint:Endpoint::gemma4-t4-endpoint' "
+             "sagemaker-t4-endpoint-bbbbbbbb")
+    delete = "aws sagemaker delete-endpoint --endpoint-name sagemaker-t4-endpoint-bbbbbbbb --region us-east-2"
+    assert adopt in stray and delete in stray and stray.index(adopt) < stray.index(delete)
 
-    tagged = preflight.fetch_stack_endpoints("us-east-2", "sagemaker-t4")
+    tagged = preflight.fetch_stack_endpoints("us-east-2", SCOPE)
     assert sorted(tagged) == [("sagemaker-t4-endpoint-aaaaaaaa", "InService"), ("sagemaker-t4-endpoint-bbbbbbbb", "InService")]
-    known = preflight.strays_check("us-east-2", tagged, "sagemaker-t4-endpoint-aaaaaaaa")
+    known = preflight.strays_check("us-east-2", tagged, "sagemaker-t4-endpoint-aaaaaaaa", SCOPE)
     assert known is not None and known.warning and "sagemaker-t4-endpoint-aaaaaaaa" not in known.fix
     assert "--endpoint-name sagemaker-t4-endpoint-bbbbbbbb --region us-east-2" in known.fix
-    unknown = preflight.strays_check("us-east-2", tagged, None)  # no Pulumi CLI to read the state
+    unknown = preflight.strays_check("us-east-2", tagged, None, SCOPE)  # no Pulumi CLI to read the state
     assert unknown is not None and "only one endpoint can be the stack's" in unknown.detail
-    assert preflight.strays_check("us-east-2", tagged[:1], None) is None
+    assert preflight.strays_check("us-east-2", tagged[:1], None, SCOPE) is None
     assert preflight.strays_check("us-east-2", [("sagemaker-t4-endpoint-aaaaaaaa", "InService")],
-                                  "sagemaker-t4-endpoint-aaaaaaaa") is None
+                                  "sagemaker-t4-endpoint-aaaaaaaa", SCOPE) is None
 
 
 # --- a lowered TTL ------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.sagemaker import World as SageMakerWorld
 from gemma4_t4.components.sagemaker import build_context
 from gemma4_t4.components.sagemaker import provider_answers as answers
+from gemma4_t4.components.sagemaker.scope import StackScope
 from gemma4_t4.components.sagemaker.steps import build as codebuild_run
 from gemma4_t4.components.step import python_step
 from gemma4_t4.core.plan import SECRET_PLACEHOLDER
@@ -236,7 +237,9 @@ def test_a_changed_clamp_changes_the_tag_and_an_unchanged_one_does_not(tmp_path,
 def test_outputs(run_stack):
     plan = run_stack("sagemaker-t4")
     out, endpoint = plan.outputs, plan.one("aws:sagemaker/endpoint:Endpoint").state["name"]
-    assert out["target"] == {"endpoint_name": endpoint, "region": "us-east-2"}
+    assert out["target"] == {"endpoint_name": endpoint, "region": "us-east-2", "stack_tags": {
+        catalog.SAGEMAKER_ORGANIZATION_TAG: "organization", catalog.SAGEMAKER_PROJECT_TAG: "gemma4-t4",
+        catalog.SAGEMAKER_STACK_TAG: "sagemaker-t4"}}
     assert out["endpoint_name"] == endpoint and out["cloud"] == "sagemaker" and out["port"] == 8080
     assert out["cost_per_hour_usd"] == catalog.SAGEMAKER_PRICES["ml.g4dn.xlarge"].usd_per_hour
     assert out["connect_command"].startswith("aws sagemaker-runtime invoke-endpoint --region us-east-2 "
@@ -689,6 +692,20 @@ def test_the_next_up_adopts_the_kept_repository(run_stack):
     assert request["repository"] == "gemma4-t4/sagemaker-t4"
 
 
+def test_a_kept_repository_of_a_stack_of_the_same_name_in_another_project_is_refused(run_stack, refused_stack):
+    """Two projects' stacks named sagemaker-t4 in one account: the kept repository gemma4-t4/sagemaker-t4 that the
+    other one's tags name is not adopted (its destroy, keepImages and images would be shared); this stack's own is."""
+    theirs = StackScope("sagemaker-t4", "another-project", "organization").tags()
+    error, _ = refused_stack("sagemaker-t4", "keepImages=true", world={"sagemaker": SageMakerWorld(
+        repositories={"gemma4-t4/sagemaker-t4": {"app": "gemma4-t4", **theirs}})})
+    assert "keepImages" in str(error) and "organization/another-project/sagemaker-t4" in str(error)
+    assert "namePrefix" in str(error)
+    ours = StackScope("sagemaker-t4", "gemma4-t4", "organization").tags()
+    repo = run_stack("sagemaker-t4", "keepImages=true", world={"sagemaker": SageMakerWorld(
+        repositories={"gemma4-t4/sagemaker-t4": {"app": "gemma4-t4", **ours}})}).one("aws:ecr/repository:Repository")
+    assert repo.options["importId"] == "gemma4-t4/sagemaker-t4" and ours.items() <= repo.inputs["tags"].items()
+
+
 def test_a_missing_kept_repository_is_created(run_stack):
     """getRepository answers a missing repository with the provider's error (provider_answers cites it)."""
     repo = run_stack("sagemaker-t4", "keepImages=true").one("aws:ecr/repository:Repository")
@@ -800,3 +817,18 @@ def test_turning_keep_images_off_with_the_kept_repository_there_is_refused_with_
     assert run_stack("sagemaker-t4", "keepImages=true", world=world).find(MODEL), "kept on: adopted"
     # An account that may not describe repositories: keepImages off needs no lookup, so nothing is refused.
     assert run_stack("sagemaker-t4", world={"sagemaker": SageMakerWorld(denied=True)}).find(MODEL)
+
+
+def test_the_plans_stand_ins_give_arns_as_aws_returns_them(run_stack):
+    """IAM ARNs name no region; an SQS queue's is arn:aws:sqs:REGION:ACCOUNT:NAME; a log group's is
+    ...:log-group:NAME as the AWS provider passes it on (":*" trimmed); a bucket's names neither region nor account
+    (sources beside standins._ARNS). A policy written from a stand-in's ARN is then the one AWS would be given."""
+    plan = run_stack("sagemaker-t4")
+    role = plan.one("aws:iam/role:Role", "gemma4-t4-ttl").state
+    assert role["arn"] == f"arn:aws:iam::123456789012:role/{role['name']}"
+    queue = plan.one("aws:sqs/queue:Queue").state
+    assert queue["arn"] == f"arn:aws:sqs:us-east-2:123456789012:{queue['name']}"
+    group = plan.one("aws:cloudwatch/logGroup:LogGroup", "gemma4-t4-endpoint-logs").state
+    assert group["arn"] == f"arn:aws:logs:us-east-2:123456789012:log-group:{group['name']}"
+    bucket = plan.one("aws:s3/bucket:Bucket").state
+    assert bucket["arn"] == f"arn:aws:s3:::{bucket['bucket']}"
