@@ -4,7 +4,7 @@
 # aws/amazon-sagemaker-feedback#180, moby/buildkit#5480), exported to docker's own store.
 # The build step reads the pushed manifest's type from ECR and refuses anything else.
 # Used by CodeBuild (buildspec.yml) and by imageBuilder docker on the user's machine
-# (components/sagemaker/steps/local_build.py), which may add build arguments.
+# (components/scripts/local_build.py), which may add build arguments.
 # Usage: build-image.sh BASE_IMAGE TARGET [--build-arg NAME=VALUE ...]
 set -euo pipefail
 base=$1 target=$2

@@ -3,7 +3,7 @@
 # IAM is eventually consistent, and a role made seconds before the build may still be refused
 # ecr:GetAuthorizationToken ("... is not authorized to perform: ecr:GetAuthorizationToken on resource: *").
 # Still refused for permissions after the last try: exit 3, and the build step starts the build again
-# (components/sagemaker/steps/build.py, LOGIN_DENIED_STATUS). Any other failure exits 1: not restarted.
+# (components/scripts/codebuild_run.py, LOGIN_DENIED_STATUS). Any other failure exits 1: not restarted.
 # Usage: ecr-login.sh REGION REGISTRY [TRIES [WAIT_S]]
 set -euo pipefail
 region=$1 registry=$2 tries=${3:-6} wait_s=${4:-10}
