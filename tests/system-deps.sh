@@ -21,9 +21,10 @@ declare -A PACKAGE_OF=(
   # Debian's build of the CNCF distribution registry, the server Docker Hub and ECR's API copy.
   [docker-registry]=docker-registry
   # The local builder's other two tools, run for real on a tiny image and on their command lines
-  # (test_sagemaker_local_build.py); docker's daemon is never started.
+  # (test_sagemaker_local_build.py). docker: Debian 13's client alone (docker-cli, split from docker.io), so no
+  # daemon is installed and started, and none changes the machine's iptables under the boot test's networks.
   [podman]=podman
-  [docker]=docker.io
+  [docker]=docker-cli
   # The boot test (tests/guest/test_guest_boot.py): a Debian 13 root filesystem booted under systemd.
   [systemd-nspawn]=systemd-container
   [nsenter]=util-linux
