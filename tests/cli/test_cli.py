@@ -30,18 +30,22 @@ def test_every_option_of_every_command_says_what_it_does():
 
 
 def test_waits_hint_agrees_with_the_first_boot_timings():
-    """`wait --help` and docs/gce-guest.md name the same first-boot figure, and the default covers it."""
+    """`wait --help`, docs/gce-guest.md's table and the catalog's derivation name the same first boot, and the
+    default wait outlasts every part of it at its worst."""
     import re
+
+    from gemma4_t4 import catalog
 
     wait = next(p for path, p in _parsers(cli.build_parser()) if path == "gemma4-t4 wait")
     timeout = next(a for a in wait._actions if "--timeout" in a.option_strings)
     docs = (REPO / "docs" / "gce-guest.md").read_text()
-    total = re.search(r"\*\*measured and sourced parts\*\* \| \*\*(\d+)–(\d+) \(~(\d+) min\)\*\*", docs)
+    total = re.search(r"\*\*a first boot\*\* \| \*\*(\d+)–(\d+) \(~(\d+)–(\d+) min\)\*\* \| \*\*(\d+) ", docs)
     assert total, "the doc's first-boot total row"
-    low, high, minutes = (int(g) for g in total.groups())
-    assert round((low + high) / 2 / 60) == minutes
-    assert f"~{minutes} min of measured parts" in timeout.help and "docs/gce-guest.md" in timeout.help
-    assert timeout.default > high, "the default wait must outlast the measured parts"
+    low, high, low_min, high_min, worst = (int(g) for g in total.groups())
+    assert (low, high) == catalog.GCE_FIRST_BOOT_S and (low_min, high_min) == (low // 60, high // 60)
+    assert worst == sum(part.worst_s for part in catalog.FIRST_BOOT)
+    assert f"default {catalog.WAIT_TIMEOUT_S}" in timeout.help and "docs/gce-guest.md" in timeout.help
+    assert timeout.default == catalog.WAIT_TIMEOUT_S > worst, "the default wait outlasts the slowest first boot"
 
 
 def gemma4_t4(*args: str) -> subprocess.CompletedProcess:

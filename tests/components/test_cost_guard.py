@@ -49,8 +49,9 @@ def test_cost_guard_is_on_by_default(run_stack):
     assert [(g["key"], g["value"], g["on"]) for g in plan.outputs["cost_guards"]] == [
         ("idleStopMinutes", "60", True), ("maxRunHours", "24", True)]
     lines = guard_lines(plan)
-    assert lines[1] == ("  idleStopMinutes 60: the VM stops itself after 60 min without a request, and when vLLM has "
-                        "not answered 60 min into a boot")
+    assert lines[1] == ("  idleStopMinutes 60: the VM stops itself after 60 min without a request, and when a boot "
+                        f"whose vLLM never answered makes no progress for {catalog.HEALTH_STALL_MINUTES} min or runs "
+                        f"past {catalog.HEALTH_BOUND_MINUTES} min")
     assert lines[2] == "  maxRunHours 24: GCE stops the VM after 24 h running, whatever its guest does"
 
 

@@ -64,6 +64,8 @@ ADDED: dict[str, str] = {
         "with `operators`, a custom role (read, stop, start the VM) and its grant on the VM are added",
     GCE_CHILD + "gcp:compute/instanceIAMMember:InstanceIAMMember::gemma4-t4-operate-":
         "with `operators`, a custom role (read, stop, start the VM) and its grant on the VM are added",
+    GCE_CHILD + "gcp:projects/service:Service::gemma4-t4-iap-api":
+        "with `operators`, the IAP API is enabled (and left on at destroy)",
 }
 
 
