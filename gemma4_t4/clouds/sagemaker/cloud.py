@@ -204,9 +204,11 @@ class SageMaker(Cloud):
         build = [quotas.codebuild_check(region, CODEBUILD_COMPUTE_TYPE, preflight.fetch_codebuild_quota(
             region, CODEBUILD_COMPUTE_TYPE, profile))] if builder == "codebuild" else []
         quota, in_use, own, untyped = preflight.fetch_sagemaker(region, needs.instance_type, stack, profile)
+        # What a change needs: both fleets (blue/green), or one with fleetChange single.
+        single = str(config.get("gemma4-t4:fleetChange") or "").strip() == "single"
         checks = [*build, *quotas.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use,
                                                       own, needs.most if needs.most > needs.instances else None,
-                                                      untyped)]
+                                                      untyped, single=single)]
         strays = preflight.strays_check(region, preflight.fetch_stack_endpoints(region, stack, profile),
                                         self.endpoint_in_state(stack))
         return checks + ([strays] if strays else [])
