@@ -13,9 +13,12 @@ An in-place update that SageMaker rolls back ends InService on the old configura
 provider's waiter takes for success; Pulumi then deletes the old configuration and model the endpoint
 still runs, and every later change fails with "Could not find endpoint configuration"
 (hashicorp/terraform-provider-aws#48997, #46663). A new endpoint that fails fails its create instead (the
-provider's waiter reports its FailureReason) and the `up` with it, while the old endpoint serves on. It is
-never updated again, so it needs its configuration and model no more (Pulumi deletes those replaced ones
-first thing on the next `up`, pulumi/pulumi#9979), and it is deleted only after a new one is InService.
+provider's waiter reports its FailureReason) and the `up` with it, while the old endpoint serves on. Each fleet's
+model, configuration, endpoint and log group are named with the fleet's key (fleet.py), so they are never replaced:
+a failed `up` leaves nothing of the serving fleet pending deletion (which Pulumi would delete first thing on the
+next `up`, pulumi/pulumi#9979); the old fleet is deleted, endpoint first, at the end of the `up` whose new endpoint
+is InService. With fleetChange single the old endpoint is deleted before the new one is created instead
+(steps/single_fleet.py), for a quota of one fleet.
 
 Autoscaling (maxInstanceCount) is an Application Auto Scaling target on the variant and a
 target-tracking policy. SageMaker refuses to update an endpoint whose autoscaled variant would
@@ -59,10 +62,10 @@ from ..config import validate
 from ..serving import ServingPlan, check_serving, warn_unpinned
 from . import provider_answers as answers
 from .container import container_environment
+from .fleet import fleet_id, fleet_key
 from .iam import account_of, sagemaker_trust, scheduler_trust, service_role
 from .image import TuringImage, image_tag, kept_repository_name, refuse_unkeeping, step_environment
 from .settings import FleetChange, ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region
-from .fleet import fleet_id, fleet_key
 from .steps import account_check, created_at, endpoint_watch, single_fleet, ttl_passed
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from aws_standin import add_codebuild_quota, add_sagemaker_quotas, enforce_endpoint_quota
-from pulumi_engine_standin import ENDPOINT, Engine
+from pulumi_engine_standin import ENDPOINT, FORCE_NEW, Engine
 
 from gemma4_t4 import catalog
 from gemma4_t4.components import SageMakerT4Endpoint
@@ -172,7 +172,7 @@ ALTERNATES: dict[str, tuple[dict, dict]] = {
     "labels": ({}, {"labels": {"team": "ml"}}),
     "model": ({}, {"model": "google/gemma-4-E2B-it"}),
     "served_model_name": ({}, {"served_model_name": "gemma"}),
-    "dtype": ({}, {"dtype": "half"}),
+    "dtype": ({"model": "google/gemma-4-E2B-it", "allow_model_overflow": True}, {"dtype": "float32"}),
     "max_model_len": ({}, {"max_model_len": 8192}),
     "gpu_memory_utilization": ({}, {"gpu_memory_utilization": 0.85}),
     "max_num_seqs": ({}, {"max_num_seqs": 4}),
@@ -210,15 +210,17 @@ FLEET_TYPES = ("aws:sagemaker/model:Model", "aws:sagemaker/endpointConfiguration
 
 
 def fleet_made(args: dict) -> tuple[str, dict]:
-    """(the fleet's key as the account check is given it, {type: (name, inputs less tags)} of the fleet's
-    resources) for the component built with ARGS."""
+    """(the account check's request, {type: (name, the inputs that would replace it)} of the fleet's resources)
+    for the component built with ARGS."""
     plan = offline.run_program("sagemaker-t4", {}, program=lambda: SageMakerT4Endpoint(
         "gemma4-t4", {"region": "us-east-2", **args}), mocks=ProviderMocks())
     check = plan.one("command:local:Command", "gemma4-t4-account-check").inputs["environment"]
     made = {}
     for typ in FLEET_TYPES:
-        resource = plan.one(typ)
-        made[typ] = (resource.name, {k: v for k, v in resource.inputs.items() if k != "tags"})
+        (resource,) = [r for r in plan.find(typ) if not r.name.startswith("gemma4-t4-image")]
+        keys = FORCE_NEW[typ]  # the inputs a change of which replaces the resource (None: all but tags)
+        made[typ] = (resource.name, {k: v for k, v in resource.inputs.items()
+                                     if (k != "tags" if keys is None else k in keys)})
     return check["GEMMA4_T4_ACCOUNT_CHECK"], made
 
 
@@ -233,7 +235,8 @@ def test_every_setting_is_a_fleet_setting_or_says_why_not():
 def test_a_setting_makes_a_new_fleet_exactly_when_it_changes_what_the_fleet_runs(setting):
     """Walks every setting: changed alone, a fleet setting gives a new key (a new check, new resources), and any
     other leaves the fleet's resources as they are, their names and every input but tags (a Model or an
-    EndpointConfiguration changed otherwise would be replaced under the serving endpoint)."""
+    EndpointConfiguration changed otherwise would be replaced under the serving endpoint). A value the settings
+    take as the same (dtype half is float16) is no change."""
     shared, other = ALTERNATES[setting]
     key, made = fleet_made(shared)
     new_key, new_made = fleet_made({**shared, **other})
