@@ -13,9 +13,12 @@ An in-place update that SageMaker rolls back ends InService on the old configura
 provider's waiter takes for success; Pulumi then deletes the old configuration and model the endpoint
 still runs, and every later change fails with "Could not find endpoint configuration"
 (hashicorp/terraform-provider-aws#48997, #46663). A new endpoint that fails fails its create instead (the
-provider's waiter reports its FailureReason) and the `up` with it, while the old endpoint serves on. It is
-never updated again, so it needs its configuration and model no more (Pulumi deletes those replaced ones
-first thing on the next `up`, pulumi/pulumi#9979), and it is deleted only after a new one is InService.
+provider's waiter reports its FailureReason) and the `up` with it, while the old endpoint serves on. Each fleet's
+model, configuration, endpoint and log group are named with the fleet's key (fleet.py), so they are never replaced:
+a failed `up` leaves nothing of the serving fleet pending deletion (which Pulumi would delete first thing on the
+next `up`, pulumi/pulumi#9979); the old fleet is deleted, endpoint first, at the end of the `up` whose new endpoint
+is InService. With fleetChange single the old endpoint is deleted before the new one is created instead
+(steps/single_fleet.py), for a quota of one fleet.
 
 Autoscaling (maxInstanceCount) is an Application Auto Scaling target on the variant and a
 target-tracking policy. SageMaker refuses to update an endpoint whose autoscaled variant would
@@ -59,11 +62,12 @@ from ..config import validate
 from ..serving import ServingPlan, check_serving, warn_unpinned
 from . import provider_answers as answers
 from .container import container_environment
+from .fleet import fleet_id, fleet_key
 from .iam import account_of, sagemaker_trust, scheduler_trust, service_role
 from .image import TuringImage, image_tag, kept_repository_name, refuse_unkeeping, step_environment
 from .scope import StackScope
-from .settings import ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region
-from .steps import account_check, created_at, endpoint_watch, ttl_passed
+from .settings import FleetChange, ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region
+from .steps import account_check, created_at, endpoint_watch, single_fleet, ttl_passed
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:aws:SageMakerT4Endpoint"
@@ -141,6 +145,11 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     """Who builds the image: codebuild (AWS CodeBuild), or local (this machine, with the first of buildah, podman and
     docker found; buildah, podman or docker to choose), for an account CodeBuild refuses ("Cannot have more than 0
     builds in queue"): the same image into the same repository under the same tag."""
+    fleet_change: FleetChange
+    """How a change that needs a new fleet rolls out: blueGreen (the new endpoint beside the old one, which serves
+    until the new one is InService; the endpoint quota must hold both fleets) or single (the old endpoint is deleted
+    first, for a quota of one fleet: nothing serves for the ~13 minutes the new one takes, or at all if it
+    fails)."""
     endpoint_ttl: str
     """Cost guard: how long the endpoint may stay up, counted from its creation, the ~13 minutes of creating
     included (8h, 90m, 1d12h; default 24h: a forgotten endpoint bills at most a day); EventBridge Scheduler then
@@ -197,11 +206,6 @@ def provider_region(provider: pulumi.ProviderResource | None, opts: pulumi.Resou
 
 def default_prefix(name: str) -> str:
     return f"{pulumi.get_stack()}-{name}"
-
-
-def fleet_digest(fleet: dict[str, Any]) -> str:
-    """What a fleet runs, as one short digest: its tag on the endpoint, and what re-runs the account check."""
-    return hashlib.sha256(json.dumps(fleet, sort_keys=True).encode()).hexdigest()[:16]
 
 
 ENDPOINT_SUFFIX = 8  # hex digits from the configuration's name
@@ -303,27 +307,12 @@ def check_endpoint_args(name: str, args: SageMakerT4EndpointArgs, opts: pulumi.R
     return CheckedArgs(settings, plan, region, ttl)
 
 
-def fleet_of(settings: SageMakerT4EndpointSettings, environment: dict[str, pulumi.Input[str]]
-             ) -> tuple[dict[str, Any], pulumi.Output[str]]:
-    """(the production variant's settings, the digest of what the fleet runs).
-
-    The model and the endpoint configuration are made from exactly this, so a change to any of it replaces the
-    configuration, which makes a new endpoint (a second fleet). Its digest re-runs the account check: the rule that
-    rolls out a fleet is the rule that checks the quota for it. The model's environment holds the token's secret's
-    ARN (set once the secret is made). That ARN is the stack's one secret for the life of the stack, so the fleet
-    records only that the model reads a token: the account check then waits for nothing that bills. A new token
-    value is a new version of the same secret, which rolls out no fleet (instances started after it read it)."""
-    token_marker = {catalog.HF_TOKEN_SECRET_ENV: "the stack's hfToken secret"} if settings.hf_token is not None \
-        else {}
-    variant: dict[str, Any] = {
-        "instance_type": settings.instance_type, "initial_instance_count": settings.instance_count,
-        "inference_ami_version": settings.inference_ami_version,
-        "container_startup_health_check_timeout_in_seconds": settings.startup_health_check_timeout_seconds,
-        "model_data_download_timeout_in_seconds": settings.model_data_download_timeout_seconds}
-    fleet = pulumi.Output.unsecret(pulumi.Output.all(
-        environment={**environment, **token_marker}, variant=variant, role=settings.execution_role_arn or "",
-        image=image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image)).apply(fleet_digest))
-    return variant, fleet
+def variant_of(settings: SageMakerT4EndpointSettings) -> dict[str, Any]:
+    """The production variant's settings (each a fleet setting: fleet.FLEET)."""
+    return {"instance_type": settings.instance_type, "initial_instance_count": settings.instance_count,
+            "inference_ami_version": settings.inference_ami_version,
+            "container_startup_health_check_timeout_in_seconds": settings.startup_health_check_timeout_seconds,
+            "model_data_download_timeout_in_seconds": settings.model_data_download_timeout_seconds}
 
 
 class SageMakerT4Endpoint(T4ServingComponent):
@@ -367,9 +356,10 @@ class SageMakerT4Endpoint(T4ServingComponent):
                                                                  else None))
         aws_environment = build_environment(provider, profile, settings.image_build_environment)
         environment: dict[str, pulumi.Input[str]] = dict(container_environment(checked.plan.serving))
-        variant, fleet = fleet_of(settings, environment)
-        image = self._image(name, settings, region, aws_environment, fleet)
         prefix = settings.name_prefix or default_prefix(name)
+        # The fleet rule (fleet.py): its key names the fleet's resources and re-runs the account check.
+        fleet = fleet_key(settings, prefix)
+        image = self._image(name, settings, region, aws_environment, fleet)
         # The account the stack's resources are made in, as the repository's ARN names it.
         account = account_of(image.repository_arn)
         token_secret = self._token_secret(name, settings.hf_token, tags) if settings.hf_token is not None else None
@@ -380,14 +370,15 @@ class SageMakerT4Endpoint(T4ServingComponent):
             environment[catalog.HF_TOKEN_SECRET_ENV] = token_secret[0].arn
             model_waits_for.append(token_secret[1])
         model = aws.sagemaker.Model(
-            f"{name}-model",
+            f"{name}-model-{fleet_id(fleet)}",
             execution_role_arn=role_arn,
             primary_container=aws.sagemaker.ModelPrimaryContainerArgs(image=image.image_uri, environment=environment),
             tags=tags,
             # The Model pulls the built image by digest: it must wait for the build and the role.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=model_waits_for),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=model_waits_for, aliases=[pulumi.Alias(
+                name=f"{name}-model")]),
         )
-        endpoint, ttl_parts = self._endpoint(name, settings, checked.ttl, model, variant, fleet, region, account,
+        endpoint, ttl_parts = self._endpoint(name, settings, checked.ttl, model, fleet, region, account,
                                              aws_environment, tags)
         scaling = self._autoscale(name, settings, endpoint, tags) if settings.autoscaling else None
         self.endpoint_name = endpoint.name
@@ -407,7 +398,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
                             "them all)", resource=self)
 
     def _image(self, name: str, settings: SageMakerT4EndpointSettings, region: str,
-               aws_environment: pulumi.Output[dict[str, str]], fleet: pulumi.Output[str]) -> TuringImage:
+               aws_environment: pulumi.Output[dict[str, str]], fleet: str) -> TuringImage:
         """The account check, then the clamped image, whose upload and build wait for it: nothing bills before it
         passed."""
         account_check = self._account_check(name, settings, region, aws_environment, fleet)
@@ -450,40 +441,65 @@ class SageMakerT4Endpoint(T4ServingComponent):
         return role.arn, [image.build, role_policy]
 
     def _endpoint(self, name: str, settings: SageMakerT4EndpointSettings, ttl: timedelta | None,
-                  model: aws.sagemaker.Model, variant: dict[str, Any], fleet: pulumi.Output[str], region: str,
-                  account: pulumi.Output[str], aws_environment: pulumi.Output[dict[str, str]], tags: dict[str, str]
+                  model: aws.sagemaker.Model, fleet: str, region: str, account: pulumi.Output[str],
+                  aws_environment: pulumi.Output[dict[str, str]], tags: dict[str, str]
                   ) -> tuple[aws.sagemaker.Endpoint, TtlParts | None]:
         """The endpoint configuration, the endpoint made from it (with its watch, log group and, with a TTL, what
-        deletes it made first)."""
+        deletes it made first). The configuration, the endpoint and its log group are the fleet's (named with its
+        key, fleet.py): a new fleet is new resources, and the old fleet goes at the end of the `up` that made it."""
         prefix = settings.name_prefix or default_prefix(name)
+        # Named as before per-fleet names (0.4.0 and earlier): a stack's fleet keeps its resources on the upgrade.
         config = aws.sagemaker.EndpointConfiguration(
-            f"{name}-config",
+            f"{name}-config-{fleet_id(fleet)}",
             production_variants=[aws.sagemaker.EndpointConfigurationProductionVariantArgs(
-                variant_name=VARIANT, model_name=model.name, **variant)],
+                variant_name=VARIANT, model_name=model.name, **variant_of(settings))],
             tags=tags,
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(name=f"{name}-config")]),
         )
         # The endpoint's name follows its configuration (see endpoint_name); the watch lists it by its start.
         physical_name = config.name.apply(functools.partial(endpoint_name, prefix))
         self._watch_endpoint(name, config, region, aws_environment, fallback_instance_types(settings.instance_type),
                              endpoint_name_start(prefix), settings.log_retention_days)
         scope = StackScope.current().tags()
-        log_group = self._endpoint_logs(name, physical_name, settings.log_retention_days, {**tags, **scope})
+        log_group = self._endpoint_logs(name, fleet, physical_name, settings.log_retention_days, {**tags, **scope})
         # With a TTL, its delete schedule exists before CreateEndpoint is called (see _delete_after).
         ttl_parts = self._ttl_before_create(name, ttl, physical_name, region, account, config, tags,
                                             settings.autoscaling) if ttl is not None else None
+        before = [log_group, *([ttl_parts.backstop] if ttl_parts else [])]
+        single = settings.fleet_change == FleetChange.SINGLE
+        if single:
+            before.append(self._single_fleet(name, config, physical_name, fleet, region, aws_environment))
         # The stack's tags (its organization, project and stack: scope.py) let preflight, status and the account check
         # find this stack's endpoints (a change holds two fleets, and an `up` stopped during the wait leaves one
         # outside the state) and no other stack's; the fleet tag says what it runs.
         endpoint = aws.sagemaker.Endpoint(
-            f"{name}-endpoint", name=physical_name, endpoint_config_name=config.name,
+            f"{name}-endpoint-{fleet_id(fleet)}", name=physical_name, endpoint_config_name=config.name,
             tags={**tags, **scope, catalog.SAGEMAKER_FLEET_TAG: fleet},
-            # The name follows the configuration, so a new configuration replaces the endpoint (blue/green,
-            # created before the old one is deleted) rather than updating it in place; see the module's docstring.
-            # Its log group first: SageMaker would otherwise make one that never expires and outlives destroy.
+            # A new configuration of the same fleet (what fleet.FLEET cannot see: a role given as an Output) replaces
+            # the endpoint (its name follows the configuration) rather than updating it in place; see the module's
+            # docstring. Its log group first: SageMaker would otherwise make one that never expires.
             opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["endpointConfigName"],
-                                        depends_on=[log_group, *([ttl_parts.backstop] if ttl_parts else [])]))
+                                        delete_before_replace=single, depends_on=before,
+                                        aliases=[pulumi.Alias(name=f"{name}-endpoint")]))
         return endpoint, ttl_parts
+
+    def _single_fleet(self, name: str, config: aws.sagemaker.EndpointConfiguration, endpoint: pulumi.Output[str],
+                      fleet: str, region: str, aws_environment: pulumi.Output[dict[str, str]]
+                      ) -> command.local.Command:
+        """fleetChange single: the stack's endpoints of another fleet are deleted before this fleet's endpoint is
+        created (steps/single_fleet.py), once its image is built and its configuration made. Said at preview."""
+        pulumi.log.warn("fleetChange single: a change that needs a new fleet deletes the serving endpoint before "
+                        "it creates the new one; nothing serves until the new endpoint is InService (~13 minutes, "
+                        "measured), nor at all if it fails. blueGreen (the default) keeps the old one serving, with "
+                        "an endpoint quota for both fleets", resource=self)
+        scope = StackScope.current()
+        request = endpoint.apply(lambda found: single_fleet.SingleFleetRequest(
+            stack=scope.stack, fleet=fleet, endpoint_name=found, project=scope.project,
+            organization=scope.organization))
+        return command.local.Command(
+            f"{name}-single-fleet", create=single_fleet.command(),
+            environment=step_environment(aws_environment, region, request),
+            triggers=[fleet], opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
 
     def _set_outputs(self, name: str, settings: SageMakerT4EndpointSettings, checked: CheckedArgs,
                      endpoint: aws.sagemaker.Endpoint, ttl_parts: TtlParts | None,
@@ -527,23 +543,25 @@ class SageMakerT4Endpoint(T4ServingComponent):
         )
 
     def _account_check(self, name: str, settings: SageMakerT4EndpointSettings, region: str,
-                       environment: pulumi.Output[dict[str, str]], fleet: pulumi.Output[str]) -> command.local.Command:
+                       environment: pulumi.Output[dict[str, str]], fleet: str) -> command.local.Command:
         """CodeBuild's build quota and the endpoint quota, asked at `up` (not at preview) before the image
-        build (steps/account_check.py). It runs again whenever the fleet changes (FLEET: every change that rolls
-        out a new endpoint), and when autoscaling's most does."""
+        build (steps/account_check.py). It runs again whenever the fleet's key changes (fleet.py: the rule that
+        names a new fleet's resources), and when autoscaling's most or fleetChange does."""
         scope = StackScope.current()
-        request = fleet.apply(lambda digest: account_check.CheckRequest(
+        request = account_check.CheckRequest(
             stack=scope.stack, project=scope.project, organization=scope.organization,
             instance_type=settings.instance_type,
             instances=settings.instance_count, most=settings.instances_max,
             # No CodeBuild quota to check when the image is built on this machine.
             compute_type=catalog.CODEBUILD_COMPUTE_TYPE if settings.image_builder == ImageBuilder.CODEBUILD else "",
-            tag=image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image), fleet=digest))
+            tag=image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image), fleet=fleet,
+            single=settings.fleet_change == FleetChange.SINGLE)
         return command.local.Command(
             f"{name}-account-check",
             create=account_check.command(),
-            environment=step_environment(environment, region, request),
-            triggers=[request.apply(account_check.CheckRequest.encode)],
+            environment=step_environment(environment, region, pulumi.Output.from_input(None).apply(
+                lambda _: request)),
+            triggers=[request.encode()],
             opts=pulumi.ResourceOptions(parent=self))
 
     def _watch_endpoint(self, name: str, config: aws.sagemaker.EndpointConfiguration, region: str,
@@ -561,16 +579,17 @@ class SageMakerT4Endpoint(T4ServingComponent):
             triggers=[config.name],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
 
-    def _endpoint_logs(self, name: str, endpoint: pulumi.Input[str], retention_days: int,
+    def _endpoint_logs(self, name: str, fleet: str, endpoint: pulumi.Input[str], retention_days: int,
                        tags: dict[str, str]) -> aws.cloudwatch.LogGroup:
         """The group SageMaker writes the endpoint's container logs to, made by the stack before the endpoint (so
         that SageMaker finds it instead of making one that never expires), with a retention; destroy deletes it,
         after the endpoint. A new endpoint (a new configuration) gets a new group; the old one's goes with it."""
         return aws.cloudwatch.LogGroup(
-            f"{name}-endpoint-logs",
+            f"{name}-endpoint-logs-{fleet_id(fleet)}",
             name=pulumi.Output.from_input(endpoint).apply(
                 lambda found: catalog.SAGEMAKER_ENDPOINT_LOG_GROUP.format(endpoint=found)),
-            retention_in_days=retention_days, tags=tags, opts=pulumi.ResourceOptions(parent=self))
+            retention_in_days=retention_days, tags=tags,
+            opts=pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(name=f"{name}-endpoint-logs")]))
 
     def _token_secret(self, name: str, token: pulumi.Input[str], tags: dict[str, str]
                       ) -> tuple[aws.secretsmanager.Secret, aws.secretsmanager.SecretVersion]:

@@ -37,12 +37,13 @@ class EndpointQuota:
 
 def sagemaker_checks(region: str, instance_type: str, instances: int, quota: EndpointQuota | None,
                      in_use: int, own_fleet: int | None, most: int | None = None,
-                     untyped: Sequence[str] = ()) -> list[Check]:
+                     untyped: Sequence[str] = (), single: bool = False) -> list[Check]:
     """quota: the account's "<type> for endpoint usage" (None: SageMaker does not offer the type in
     the region); in_use: instances of the type held by the account's endpoints in the region;
     own_fleet: those held by this stack's endpoint (None: the stack has none yet); instances: what
     the endpoint starts with; most: the most autoscaling may run it at (None: no autoscaling);
-    untyped: endpoints whose config is gone, so their instances could not be counted."""
+    untyped: endpoints whose config is gone, so their instances could not be counted; single: fleetChange
+    single (a change deletes the old fleet before it creates the new one), else blue/green (both at once)."""
     name = endpoint_quota_name(instance_type)
     if quota is None:
         return [Check(name, False, f"no such quota in {region}: SageMaker does not offer {instance_type} here",
@@ -52,39 +53,27 @@ def sagemaker_checks(region: str, instance_type: str, instances: int, quota: End
     source = "applied" if quota.applied else "AWS default; nothing applied to this account"
     detail = f"limit {limit} ({source}), in use {in_use}, free {free} in {region}"
     most = most or instances
+    others = in_use - (own_fleet or 0)
+    # What a change needs: blue/green holds the old fleet (autoscaled: at its most) and the new one at once.
+    change_need = others + instances + (0 if single else most)
 
     def request(total: int) -> str:
         return (f"request \"{name}\" = {total} in {region} (Service Quotas > Amazon SageMaker, "
                 f"quota code {quota.code})")
 
-    others = in_use - (own_fleet or 0)
-    checks = []
     if own_fleet is None and free < instances:
-        return [Check(name, False, detail, request(in_use + instances))]
-    checks.append(Check(name, True, detail + (f"; this stack's endpoint holds {own_fleet}"
-                                              if own_fleet is not None else "")))
+        return [Check(name, False, detail, request(change_need) + _why(instances, most, others, single))]
+    checks = [Check(name, True, detail + (f"; this stack's endpoint holds {own_fleet}"
+                                          if own_fleet is not None else ""))]
     if most > instances:
-        scaling = "autoscaling to maxInstanceCount"
-        if limit - others >= most:
-            checks.append(Check(scaling, True, f"{most} x {instance_type} fit beside the {others} other endpoints "
-                                               f"hold ({others + most} of {limit})"))
-        else:
-            checks.append(Check(scaling, True, f"the endpoint starts, but scales out to {limit - others} of {most}: "
-                                               f"Application Auto Scaling is refused beyond the quota",
-                                request(others + most), warning=True))
-    if own_fleet is not None:
-        # The old fleet keeps serving (and, autoscaled, may grow to its most) until the new one is up.
-        old = max(own_fleet, most) if most > instances else own_fleet
-        need = others + old + instances
-        update = UPDATE_CHECK
-        if need <= limit:
-            checks.append(Check(update, True, f"a changed endpoint holds both fleets ({old} + {instances}): "
-                                              f"{need} of {limit} fit"))
-        else:
-            checks.append(Check(update, True, f"a change to the endpoint (any serving or instance setting) holds the "
-                                              f"old and the new fleet at once: it needs {need} {instance_type}, the "
-                                              f"limit is {limit}, so it would fail; an up that changes nothing else "
-                                              "is fine", request(need), warning=True))
+        checks.append(_scaling_check(instance_type, instances, most, limit, others, request))
+    if own_fleet is None:
+        if change_need > limit:
+            checks.append(Check(LATER_CHECK, True, f"the endpoint fits, but a later change that needs a new fleet "
+                                                   f"needs {change_need} {instance_type} and the limit is {limit}",
+                                request(change_need) + _why(instances, most, others, single), warning=True))
+    else:
+        checks.append(_update_check(instance_type, instances, most, limit, others, own_fleet, single, request))
     if untyped:
         checks.append(Check("endpoints of unknown instance type", True,
                             f"{', '.join(untyped)}: serving, but their endpoint config was deleted, so their "
@@ -92,6 +81,56 @@ def sagemaker_checks(region: str, instance_type: str, instances: int, quota: End
                             "aws sagemaker describe-endpoint --endpoint-name NAME shows their instance counts",
                             warning=True))
     return checks
+
+
+# The check of the changes after the first `up`, for a stack with no endpoint yet.
+LATER_CHECK = "later changes of this stack's endpoint"
+CHANGE_WINDOW = "~13 minutes"  # a new endpoint's creation, measured ([sagemaker-t4-article]: 13.3 min to InService)
+
+
+def _why(instances: int, most: int, others: int, single: bool) -> str:
+    """Why a request asks for what it asks: what a change that needs a new fleet holds."""
+    beside = f"{others} for the account's other endpoints, " if others else ""
+    if single:
+        return (f" ({beside}{instances} for this endpoint: with fleetChange single a change that needs a new fleet "
+                "deletes the old endpoint first, so one fleet at a time, with downtime)")
+    return (f" ({beside}{most} for this endpoint and {instances} for the new fleet that every change needing one "
+            f"(a new model, maxModelLen, image, instance type or count) creates beside it for {CHANGE_WINDOW} "
+            f"(blue/green); or set fleetChange single, which needs {others + instances} but leaves no endpoint "
+            "serving during such a change)")
+
+
+def _scaling_check(instance_type: str, instances: int, most: int, limit: int, others: int, request) -> Check:
+    scaling = "autoscaling to maxInstanceCount"
+    if limit - others >= most:
+        return Check(scaling, True, f"{most} x {instance_type} fit beside the {others} other endpoints "
+                                    f"hold ({others + most} of {limit})")
+    return Check(scaling, True, f"the endpoint starts, but scales out to {limit - others} of {most}: "
+                                f"Application Auto Scaling is refused beyond the quota",
+                 request(others + most), warning=True)
+
+
+def _update_check(instance_type: str, instances: int, most: int, limit: int, others: int, own_fleet: int,
+                  single: bool, request) -> Check:
+    """Whether a change to the stack's running endpoint fits: blue/green, the old fleet keeps serving (and,
+    autoscaled, may grow to its most) until the new one is up; single, the old one is deleted first."""
+    if single:
+        need = others + instances
+        if need <= limit:
+            return Check(UPDATE_CHECK, True, f"fleetChange single: a change deletes the old endpoint first, then "
+                                             f"holds {instances}: {need} of {limit} fit (no endpoint serves meanwhile)")
+        return Check(UPDATE_CHECK, True, f"fleetChange single: a change needs {need} {instance_type} after deleting "
+                                         f"the old endpoint, the limit is {limit}, so it would fail",
+                     request(need) + _why(instances, most, others, single), warning=True)
+    old = max(own_fleet, most) if most > instances else own_fleet
+    need = others + old + instances
+    if need <= limit:
+        return Check(UPDATE_CHECK, True, f"a changed endpoint holds both fleets ({old} + {instances}): "
+                                         f"{need} of {limit} fit")
+    return Check(UPDATE_CHECK, True, f"a change to the endpoint (any serving or instance setting) holds the "
+                                     f"old and the new fleet at once: it needs {need} {instance_type}, the "
+                                     f"limit is {limit}, so it would fail; an up that changes nothing else "
+                                     "is fine", request(need) + _why(instances, old, others, single), warning=True)
 
 
 def codebuild_check(region: str, compute_type: str, quota: EndpointQuota | None) -> Check:

@@ -32,6 +32,16 @@ class ImageBuilder(StrEnum):
     BUILDAH = "buildah"
 
 
+class FleetChange(StrEnum):
+    """How a change that needs a new fleet rolls out: blueGreen (the new endpoint beside the old one, which serves
+    until the new one is InService: twice the instances for ~13 minutes) or single (the old endpoint deleted
+    first: nothing serves until the new one is InService, and nothing if it fails; for an endpoint quota of one
+    fleet)."""
+
+    BLUE_GREEN = "blueGreen"
+    SINGLE = "single"
+
+
 class ScalingMetric(StrEnum):
     """What the SageMaker autoscaling policy tracks per instance."""
 
@@ -100,6 +110,7 @@ class SageMakerT4EndpointSettings(ServingSettings):
     model_data_download_timeout_seconds: int = Field(1800, ge=HEALTH_CHECK_RANGE_S[0], le=HEALTH_CHECK_RANGE_S[1])
     keep_images: Flag = False
     image_builder: ImageBuilder = ImageBuilder.CODEBUILD
+    fleet_change: FleetChange = FleetChange.BLUE_GREEN
     endpoint_ttl: str = catalog.DEFAULT_ENDPOINT_TTL
     log_retention_days: int = 14
 

@@ -316,11 +316,17 @@ def _run_program(stack: str, config: dict[str, Any], plan: Plan | None, invokes:
     record = plan if plan is not None else Plan(stack)
     by_urn: dict[str, RegisteredResource] = {}
 
+    # The name a resource registered with an alias to another name of the same parent is auto-named from: an
+    # upgrade's engine matches the old resource by the alias, and the provider keeps its physical name (the bridge
+    # reuses the old state's auto-name), so two plans compare as the deployments do.
+    naming: dict[str, str] = {}
+
     class Mocks(pulumi.runtime.Mocks):
         def new_resource(self, args: pulumi.runtime.MockResourceArgs):
             if answering is not None:
                 return answering.new_resource(args)
-            return mock_state(args.typ, args.name, args.inputs, _suffix(stack, args.typ, args.name), standins)
+            name = naming.pop(args.name, args.name)
+            return mock_state(args.typ, name, args.inputs, _suffix(stack, args.typ, name), standins)
 
         def call(self, args: pulumi.runtime.MockCallArgs):
             if answering is not None:
@@ -336,6 +342,9 @@ def _run_program(stack: str, config: dict[str, Any], plan: Plan | None, invokes:
             return engine_urn(parent, type_, name)
 
         def RegisterResource(self, request):
+            renamed = [a["name"] for a in map(_alias, request.aliases) if set(a) == {"name"}]
+            if renamed:
+                naming[request.name] = renamed[0]
             response = super().RegisterResource(request)
             if request.type != "pulumi:pulumi:Stack":
                 registered = self.resources[response.urn]

@@ -59,7 +59,8 @@ G4DN = quotas.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 2.0, 
 
 @pytest.mark.parametrize("quota,in_use,ok,fragment", [
     (G4DN, 0, True, "limit 2 (applied), in use 0, free 2"),
-    (G4DN, 2, False, 'request "ml.g4dn.xlarge for endpoint usage" = 3 in us-east-2'),
+    # Room for the endpoint and for a later change's new fleet beside it (blue/green).
+    (G4DN, 2, False, 'request "ml.g4dn.xlarge for endpoint usage" = 4 in us-east-2'),
     (quotas.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 0.0, applied=False), 0, False,
      "limit 0 (AWS default; nothing applied to this account)"),
     (None, 0, False, "does not offer ml.g4dn.xlarge here"),

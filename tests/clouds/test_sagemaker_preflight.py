@@ -58,7 +58,12 @@ def test_the_default_quota_counts_when_none_is_applied(aws, monkeypatch):
     add_sagemaker_quotas(monkeypatch, {G4DN: 0.0, "ml.g6.xlarge for endpoint usage": 0.0}, applied={})
     check = checks()[G4DN]
     assert not check.ok and "limit 0 (AWS default; nothing applied to this account)" in check.detail
-    assert f'request "{G4DN}" = 1 in us-east-2' in check.fix and "quota code L-STANDIN00" in check.fix
+    # Day two: what a change needs, not only the first endpoint (blue/green: the new fleet beside the old one).
+    assert f'request "{G4DN}" = 2 in us-east-2' in check.fix and "quota code L-STANDIN00" in check.fix
+    assert "1 for this endpoint and 1 for the new fleet" in check.fix and "fleetChange single, which needs 1" \
+        in check.fix
+    single = checks("sagemaker-t4", "fleetChange=single")[G4DN]
+    assert f'request "{G4DN}" = 1 in us-east-2' in single.fix
 
 
 def test_codebuild_builds_are_checked_before_the_endpoint(aws, monkeypatch):
@@ -116,7 +121,7 @@ def test_a_full_quota_fails_with_the_number_to_request(aws, monkeypatch):
     endpoint(aws, "a", 1)
     endpoint(aws, "b", 1)
     check = checks()[G4DN]
-    assert not check.ok and f'request "{G4DN}" = 3' in check.fix
+    assert not check.ok and f'request "{G4DN}" = 4' in check.fix and "fleetChange single, which needs 3" in check.fix
 
 
 def test_an_update_of_the_stacks_endpoint_needing_twice_the_quota_warns(aws, monkeypatch):

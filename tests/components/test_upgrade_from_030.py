@@ -19,13 +19,15 @@ RECORDED = json.loads((REPO / "tests" / "fixtures" / "upgrade-0.3.0.json").read_
 STEP = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$command:local:Command::gemma4-t4-"
 IMAGE_STEP = ("urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$gemma4-t4:index:TuringImage"
               "$command:local:Command::gemma4-t4-image-")
+ENDPOINT = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$aws:sagemaker/endpoint:Endpoint::gemma4-t4-endpoint"
 VM = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:GceT4Server$gcp:compute/instance:Instance::gemma4-t4"
 ENDPOINT = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$aws:sagemaker/endpoint:Endpoint::gemma4-t4-endpoint"
 ENDPOINT_LOGS = ("urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$aws:cloudwatch/logGroup:LogGroup::"
                  "gemma4-t4-endpoint-logs")
 REPOSITORY = ("urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$gemma4-t4:index:TuringImage$"
               "aws:ecr/repository:Repository::gemma4-t4-image-repo")
-ACCOUNT_CHECK_SCOPE = "the account check's request names the stack's Pulumi project and organization"
+ACCOUNT_CHECK_SCOPE = ("the account check's request names the stack's Pulumi project and organization, and carries "
+                       "the fleet's key and fleetChange")
 # {URN pattern: {input: why it changes}}. The SageMaker component's local steps moved into its folder
 # (components/sagemaker/steps/), so each runs once more on the first `pulumi up` after the upgrade; each re-run
 # changes nothing (components/sagemaker/steps/*.py): the account check is a read-only look at the account's quotas
@@ -35,7 +37,8 @@ ACCOUNT_CHECK_SCOPE = "the account check's request names the stack's Pulumi proj
 EXPECTED: dict[str, dict[str, str]] = {
     STEP + "account-check": {"create": "the step's module moved to gemma4_t4.components.sagemaker.steps",
                              "environment": ACCOUNT_CHECK_SCOPE, "triggers": ACCOUNT_CHECK_SCOPE},
-    # Tags change in place (the AWS provider updates tags without replacing a resource).
+    # Tags change in place (the AWS provider updates tags without replacing a resource); the fleet tag is the
+    # fleet's key (components/sagemaker/fleet.py).
     ENDPOINT: {"tags": "the endpoint's tags name the Pulumi organization and project besides the stack"},
     ENDPOINT_LOGS: {"tags": "the endpoint's log group carries the same organization, project and stack tags"},
     REPOSITORY: {"tags": "the image repository carries the same tags, so a kept one is adopted only by its own stack"},
@@ -69,20 +72,34 @@ ADDED: dict[str, str] = {
 }
 
 
+# The fleet's Model, EndpointConfiguration, endpoint and log group are named with its key (issue 35,
+# components/sagemaker/fleet.py: NAME-<8 hex>), so that no change replaces what a serving endpoint uses; each
+# carries an alias to its 0.3.0 name, which the engine matches: the same resource, not a delete and a create.
+RENAMED = "each fleet resource is named with the fleet's key, with an alias to its 0.3.0 name"
+
+
+def as_recorded(resource) -> str:
+    """The URN the engine matches RESOURCE to: its own, or its alias's (a new name under the same parent)."""
+    for alias in resource.options.get("aliases") or []:
+        if isinstance(alias, dict) and set(alias) == {"name"}:
+            return resource.urn.rsplit("::", 1)[0] + "::" + alias["name"]
+    return resource.urn
+
+
 @pytest.mark.parametrize("case", sorted(RECORDED["cases"]))
 def test_an_upgrade_keeps_every_urn_and_input(case):
     recorded = RECORDED["cases"][case]
     _, plan = plan_stack(recorded["stack"], recorded["overrides"])
     removed = {pattern.format(stack=recorded["stack"]) for pattern in REMOVED}
     added = tuple(prefix.format(stack=recorded["stack"]) for prefix in ADDED)
-    assert sorted(r.urn for r in plan.resources if not r.urn.startswith(added)) == \
+    assert sorted(as_recorded(r) for r in plan.resources if not r.urn.startswith(added)) == \
         [urn for urn in recorded["urns"] if urn not in removed]
     expected_changes = {pattern.format(stack=recorded["stack"]): why for pattern, why in EXPECTED.items()}
     for resource in plan.resources:
         if resource.urn.startswith(added):
             continue
-        expected = expected_changes.get(resource.urn, {})
-        now, then = digest_long(resource.inputs), recorded["inputs"][resource.urn]
+        expected = expected_changes.get(as_recorded(resource), {})
+        now, then = digest_long(resource.inputs), recorded["inputs"][as_recorded(resource)]
         changed = {key for key in set(now) | set(then) if now.get(key) != then.get(key)}
         assert changed == (changed & set(expected)), (resource.urn, {k: (then.get(k), now.get(k)) for k in changed})
 
@@ -90,5 +107,5 @@ def test_an_upgrade_keeps_every_urn_and_input(case):
 def test_the_expected_changes_are_the_upgrade_notes():
     notes = (REPO / "CHANGELOG.md").read_text()
     for why in [*(why for changes in EXPECTED.values() for why in changes.values()), *REMOVED.values(),
-                *ADDED.values()]:
+                *ADDED.values(), RENAMED]:
         assert why in notes, f"CHANGELOG.md's upgrade note should say: {why}"

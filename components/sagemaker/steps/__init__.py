@@ -7,5 +7,6 @@ the step reads back), the `create` that runs it (``command()``), and its main th
 - local_build: the same image built on this machine (imageBuilder local, buildah, podman or docker);
 - endpoint_watch: beside the endpoint's creation, a failed endpoint's reason printed and the endpoint deleted;
 - created_at: the endpoint's CreationTime, the TTL's clock, read on every run of the program (a local run invoke);
-- ttl_passed: a deadline moved into the past (a lowered endpointTtl) deletes the endpoint now.
+- ttl_passed: a deadline moved into the past (a lowered endpointTtl) deletes the endpoint now;
+- single_fleet: fleetChange single, the old fleet's endpoint deleted before the new one is created.
 """

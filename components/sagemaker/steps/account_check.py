@@ -9,10 +9,9 @@ It asks, with the AWS provider's settings (the same environment as the image bui
 2. The endpoint quota "<instance type> for endpoint usage" holds the instances the endpoint starts with
    beside those the account's other endpoints hold; when the stack's endpoint already runs, a change holds
    the old and the new fleet at once (blue/green), so both must fit, unless the running endpoint already
-   is what this `up` deploys (its fleet tag is this `up`'s fleet digest). The step runs again whenever the
-   fleet digest changes: the same rule that makes a new endpoint (components/sagemaker/component.py, fleet_digest)
-   re-checks the quota for it, whatever changed (type, count, image, model, maxModelLen, dtype, a token set
-   or removed).
+   is what this `up` deploys (its fleet tag is this `up`'s fleet key), or fleetChange single deletes the old
+   one first. The step runs again whenever the fleet's key changes: the rule that names a new fleet's resources
+   (components/sagemaker/fleet.py) re-checks the quota for it, whatever changed.
 A refusal exits 1 with the quota's name and how to raise it, which stops `pulumi up` there. Credentials
 that may not read the quotas leave the account unchecked (said, not fatal).
 """
@@ -46,7 +45,8 @@ class CheckRequest(StepRequest):
     most: int  # the most autoscaling may run (= instances without it)
     compute_type: str  # "" with imageBuilder local: no CodeBuild quota to check
     tag: str = ""  # the image tag this `up` deploys
-    fleet: str = ""  # the digest of what this `up`'s fleet runs (the endpoint's fleet tag)
+    fleet: str = ""  # the key of this `up`'s fleet (components/sagemaker/fleet.py; the endpoint's fleet tag)
+    single: bool = False  # fleetChange single: a new fleet replaces the old one after deleting it
     project: str = ""  # the Pulumi project and organization of the stack: with it, what the stack's tags name
     organization: str = ""
 
@@ -80,7 +80,8 @@ def account_checks(session, request: CheckRequest) -> list[Check]:
               ] if request.compute_type else []
     quota, in_use, own, untyped = sagemaker_usage(session, request.instance_type, request.scope)
     checks += sagemaker_checks(region, request.instance_type, request.instances, quota, in_use, own,
-                               request.most if request.most > request.instances else None, untyped)
+                               request.most if request.most > request.instances else None, untyped,
+                               single=request.single)
     return checks
 
 

@@ -209,9 +209,11 @@ class SageMaker(Cloud):
             region, CODEBUILD_COMPUTE_TYPE, profile))] if builder == "codebuild" else []
         in_state, scope = self.stack_in_state(stack)
         quota, in_use, own, untyped = preflight.fetch_sagemaker(region, needs.instance_type, scope, profile)
+        # What a change needs: both fleets (blue/green), or one with fleetChange single.
+        single = str(config.get("gemma4-t4:fleetChange") or "").strip() == "single"
         checks = [*build, *quotas.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use,
                                                       own, needs.most if needs.most > needs.instances else None,
-                                                      untyped)]
+                                                      untyped, single=single)]
         strays = preflight.strays_check(region, preflight.fetch_stack_endpoints(region, scope, profile), in_state,
                                         scope)
         return checks + ([strays] if strays else [])

@@ -67,8 +67,8 @@ def test_the_upload_and_the_build_wait_for_the_check(run_stack):
     tag = plan.one(COMMAND, "gemma4-t4-image-codebuild-run").inputs["triggers"][0]
     fleet = plan.one("aws:sagemaker/endpoint:Endpoint").inputs["tags"][catalog.SAGEMAKER_FLEET_TAG]
     assert request == {"stack": "sagemaker-t4", "instance_type": "ml.g4dn.xlarge", "instances": 1, "most": 1,
-                       "compute_type": "BUILD_GENERAL1_MEDIUM", "tag": tag, "fleet": fleet, "project": "gemma4-t4",
-                       "organization": "organization"}
+                       "compute_type": "BUILD_GENERAL1_MEDIUM", "tag": tag, "fleet": fleet, "single": False,
+                       "project": "gemma4-t4", "organization": "organization"}
     assert plan.one(COMMAND, CHECK).inputs["triggers"] == [plan.one(COMMAND, CHECK).inputs["environment"][
         aws_account_check.REQUEST_ENV]]
 
@@ -128,7 +128,13 @@ def test_an_endpoint_quota_of_zero_stops_the_up(account, run_stack, monkeypatch)
     result = check(account, planned_request(run_stack))
     assert result.returncode == 1
     assert f"ok: {CODEBUILD}: limit 1 (AWS default; nothing applied to this account)" in result.stderr
-    assert f'refused: {G4DN}: limit 0' in result.stderr and f'request "{G4DN}" = 1 in us-east-2' in result.stderr
+    # Room for the endpoint and for the new fleet every later change starts beside it (blue/green), and why.
+    assert f'refused: {G4DN}: limit 0' in result.stderr and f'request "{G4DN}" = 2 in us-east-2' in result.stderr
+    assert "1 for this endpoint and 1 for the new fleet" in result.stderr and "fleetChange single, which needs 1" \
+        in result.stderr
+    single = check(account, planned_request(run_stack, "fleetChange=single"))
+    assert single.returncode == 1 and f'request "{G4DN}" = 1 in us-east-2' in single.stderr
+    assert "deletes the old endpoint first" in single.stderr
 
 
 def test_an_account_with_both_quotas_passes(account, run_stack, monkeypatch):
@@ -146,6 +152,11 @@ def test_a_change_to_the_running_endpoint_needs_both_fleets(account, run_stack, 
     result = check(account, planned_request(run_stack))
     assert result.returncode == 1
     assert "refused: update of this stack's endpoint" in result.stderr and f'request "{G4DN}" = 2' in result.stderr
+    assert "or set fleetChange single, which needs 1" in result.stderr
+    # A quota of one fleet, chosen explicitly: the old endpoint is deleted first, so the change fits.
+    single = check(account, planned_request(run_stack, "fleetChange=single"))
+    assert single.returncode == 0, single.stderr
+    assert "fleetChange single: a change deletes the old endpoint first, then holds 1: 1 of 1 fit" in single.stderr
 
 
 def test_an_up_that_leaves_the_running_endpoint_as_it_is_needs_no_second_fleet(account, run_stack, monkeypatch):

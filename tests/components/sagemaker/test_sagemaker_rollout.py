@@ -134,12 +134,12 @@ def test_the_backstop_exists_before_create_endpoint_and_needs_nothing_of_the_end
     assert backstop.inputs["target"] == first.inputs["target"]
     requested = plan.one(COMMAND, "gemma4-t4-endpoint-requested-at")
     assert requested.inputs["triggers"] == [endpoint.inputs["name"]]
-    assert urn(plan, CONFIG, "gemma4-t4-config") in requested.options["dependsOn"]
+    assert urn(plan, CONFIG, plan.one(CONFIG).name) in requested.options["dependsOn"]
     at = datetime.fromisoformat(MOCK_NOW.replace("Z", "+00:00"))
     latest_in_service = at + timedelta(seconds=catalog.SAGEMAKER_ENDPOINT_CREATE_TIMEOUT_S)
     assert backstop.inputs["scheduleExpression"] == f"at({(latest_in_service + timedelta(hours=9)):%Y-%m-%dT%H:%M:%S})"
     # The tight schedule is made once the endpoint exists: its deadline is the endpoint's CreationTime plus the TTL.
-    assert urn(plan, ENDPOINT, "gemma4-t4-endpoint") in plan.one(COMMAND, "gemma4-t4-ttl-passed").options[
+    assert urn(plan, ENDPOINT, endpoint.name) in plan.one(COMMAND, "gemma4-t4-ttl-passed").options[
         "dependsOn"]
     assert urn(plan, COMMAND, "gemma4-t4-ttl-passed") in first.options["dependsOn"]
     policy = json.loads(plan.one("aws:iam/rolePolicy:RolePolicy", "gemma4-t4-ttl-policy").inputs["policy"])

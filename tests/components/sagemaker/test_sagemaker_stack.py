@@ -73,7 +73,7 @@ def test_execution_role_can_only_pull_this_repository_and_write_endpoint_logs(ru
     group = "arn:aws:logs:us-east-2:123456789012:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint-????????"
     assert statements["EndpointLogs"]["Resource"] == [group, f"{group}:*"], "the endpoint's own groups, no other"
     # IAM's ? and * as fnmatch reads them: the group the stack makes (and its streams) match, another does not.
-    made = plan.one(LOG_GROUP, "gemma4-t4-endpoint-logs").inputs["name"]
+    made = endpoint_logs(plan).inputs["name"]
     own = f"arn:aws:logs:us-east-2:123456789012:log-group:{made}"
     assert fnmatch.fnmatchcase(own, group) and fnmatch.fnmatchcase(f"{own}:log-stream:AllTraffic/i-0", f"{group}:*")
     other = "arn:aws:logs:us-east-2:123456789012:log-group:/aws/sagemaker/Endpoints/someone-elses-endpoint"
@@ -316,16 +316,22 @@ def test_the_model_holds_the_tokens_secret_arn_and_the_role_reads_that_secret_on
 LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 
 
+def endpoint_logs(plan):
+    """The endpoint's log group (named with its fleet's key: components/sagemaker/fleet.py)."""
+    (group,) = [g for g in plan.find(LOG_GROUP) if g.name.startswith("gemma4-t4-endpoint-logs-")]
+    return group
+
+
 def test_the_endpoints_log_group_is_made_first_with_a_retention(run_stack):
     plan = run_stack("sagemaker-t4")
     endpoint = plan.one("aws:sagemaker/endpoint:Endpoint")
-    group = plan.one(LOG_GROUP, "gemma4-t4-endpoint-logs")
+    group = endpoint_logs(plan)
     assert re.fullmatch(r"sagemaker-t4-endpoint-[0-9a-f]{8}", endpoint.inputs["name"])
     assert group.inputs["name"] == f"/aws/sagemaker/Endpoints/{endpoint.inputs['name']}"
     assert group.inputs["retentionInDays"] == 14.0
-    assert f"{LOG_GROUP}::gemma4-t4-endpoint-logs" in endpoint.options["dependsOn"]
+    assert f"{LOG_GROUP}::{group.name}" in endpoint.options["dependsOn"]
     assert group.options["retainOnDelete"] is False and "skipDestroy" not in group.inputs
-    kept = run_stack("sagemaker-t4", "logRetentionDays=90").one(LOG_GROUP, "gemma4-t4-endpoint-logs")
+    kept = endpoint_logs(run_stack("sagemaker-t4", "logRetentionDays=90"))
     assert kept.inputs["retentionInDays"] == 90.0
 
 
@@ -340,7 +346,7 @@ def test_an_endpoints_name_and_log_group_follow_its_configuration(run_stack, ove
     name = plan.one("aws:sagemaker/endpoint:Endpoint").inputs["name"]
     assert name == sagemaker.endpoint_name("sagemaker-t4", config) and re.fullmatch(r"sagemaker-t4-endpoint-[0-9a-f]{8}",
                                                                                    name)
-    assert plan.one(LOG_GROUP, "gemma4-t4-endpoint-logs").inputs["name"] == f"/aws/sagemaker/Endpoints/{name}"
+    assert endpoint_logs(plan).inputs["name"] == f"/aws/sagemaker/Endpoints/{name}"
     logs = {s["Sid"]: s for s in _policy(plan, "gemma4-t4-execution-policy")["Statement"]}["EndpointLogs"]
     pattern = "arn:aws:logs:us-east-2:123456789012:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint-????????"
     assert logs["Resource"] == [pattern, f"{pattern}:*"]
