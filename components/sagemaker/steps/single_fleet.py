@@ -1,9 +1,9 @@
 """fleetChange single, run by `pulumi up` (a local Command) when a new fleet is about to be created: the stack's
 endpoints of another fleet (the stack's tags, scope.py, and a fleet tag that is not this fleet's key) are deleted,
-and waited for until SageMaker no longer lists them, before the new endpoint is created. For an account whose endpoint quota
-holds one fleet: the price is that nothing serves until the new endpoint is InService (and nothing at all if it
-fails), which the component says at preview. Pulumi then deletes the old endpoint's resource at the end of the
-`up`: the AWS provider's delete takes an endpoint already gone as deleted (terraform-provider-aws
+and waited for until SageMaker no longer lists them, before the new endpoint is created. For an account whose
+endpoint quota holds one fleet: the price is that nothing serves until the new endpoint is InService (and nothing at
+all if it fails), which the component says at preview. Pulumi then deletes the old endpoint's resource at the end of
+the `up`: the AWS provider's delete takes an endpoint already gone as deleted (terraform-provider-aws
 internal/service/sagemaker/endpoint.go, resourceEndpointDelete: a ValidationException from DeleteEndpoint returns
 nil), then its configuration, model and log group.
 """
