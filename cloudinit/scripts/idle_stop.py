@@ -74,8 +74,8 @@ def progressed(state: dict, sample: Sample, cpu_s: float, rx_bytes: int, now: fl
         return True, f"a new phase ({sample.phase})"
     before = state.get("cpu_us", {})
     # A unit started again has a new cgroup, counted from 0: all of its time is new.
-    cpu_us = sum(now - before.get(unit, 0) if now >= before.get(unit, 0) else now
-                 for unit, now in sample.cpu_us.items())
+    cpu_us = sum(used - before.get(unit, 0) if used >= before.get(unit, 0) else used
+                 for unit, used in sample.cpu_us.items())
     if cpu_us >= cpu_s * share * 1e6:
         return True, f"{cpu_us / 1e6:.0f} s of CPU in {sample.phase or 'the boot'}{into}"
     received = sample.rx_bytes - state.get("rx_bytes", sample.rx_bytes)
