@@ -25,6 +25,7 @@ and the boot after it continues the first boot's window, so the first boot's cap
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import subprocess
@@ -48,10 +49,15 @@ CARRY_MAX_S = 15 * 60
 # guest_attributes.py's record of the boot's phases, and the phases that are no progress.
 PHASE_FILE = "/var/lib/gemma4-t4/phase.json"
 NO_PROGRESS = ("retrying", "failed", "update")
+VLLM_PHASES = ("model-download", "loading", "serving")  # progress.py's phases of vLLM's start
 # The units whose CPU time is the boot's work (cgroup v2: each unit's cpu.stat, usage_usec).
-WORK_UNITS = ("gemma4-t4-provision.service", "gemma4-vllm.service")
+VLLM_UNIT = "gemma4-vllm.service"
+WORK_UNITS = ("gemma4-t4-provision.service", VLLM_UNIT)
 CGROUP_ROOT = "/sys/fs/cgroup/system.slice"
 NET_ROOT = "/sys/class/net"
+# catalog/first_boot.py's HEALTH_STALL_MINUTES, PROGRESS_CPU_S and PROGRESS_RX_BYTES (tests/guest/test_idle_stop.py
+# holds them equal), for a vllm.env that does not name them yet.
+STALL_MINUTES_DEFAULT, PROGRESS_CPU_S_DEFAULT, PROGRESS_RX_BYTES_DEFAULT = "20", "5", "1000000"
 
 
 class Sample(NamedTuple):
@@ -61,6 +67,7 @@ class Sample(NamedTuple):
     phase_at: float | None  # when it began
     cpu_us: dict[str, int]  # CPU time so far in each work unit's cgroup (a unit not running: absent)
     rx_bytes: int  # bytes received so far on the VM's network interfaces (loopback not counted)
+    vllm_retries: int = 0  # vLLM's restarts in this boot's history (a `retrying` right after one of VLLM_PHASES)
 
 
 def progressed(state: dict, sample: Sample, cpu_s: float, rx_bytes: int, now: float) -> tuple[bool, str]:
@@ -73,9 +80,13 @@ def progressed(state: dict, sample: Sample, cpu_s: float, rx_bytes: int, now: fl
     if sample.reached > state.get("reached", 0):
         return True, f"a new phase ({sample.phase})"
     before = state.get("cpu_us", {})
+    # Once vLLM has been started again since the last new phase, its CPU is no progress: a crash loop works (imports,
+    # loads) at every start and would otherwise never let the stall bound pass. Provisioning's CPU counts (a build
+    # after a retried mirror blip works), and so does a download.
+    retried = sample.vllm_retries > state.get("vllm_retries_at_phase", sample.vllm_retries)
     # A unit started again has a new cgroup, counted from 0: all of its time is new.
     cpu_us = sum(used - before.get(unit, 0) if used >= before.get(unit, 0) else used
-                 for unit, used in sample.cpu_us.items())
+                 for unit, used in sample.cpu_us.items() if not (retried and unit == VLLM_UNIT))
     if cpu_us >= cpu_s * share * 1e6:
         return True, f"{cpu_us / 1e6:.0f} s of CPU in {sample.phase or 'the boot'}{into}"
     received = sample.rx_bytes - state.get("rx_bytes", sample.rx_bytes)
@@ -189,6 +200,8 @@ def read_sample() -> Sample:
     entries = [entry for entry in history if isinstance(entry, list) and len(entry) == 2] \
         if isinstance(history, list) else []
     reached = len({phase for phase, _ in entries if phase not in NO_PROGRESS})
+    vllm_retries = sum(1 for (prior, _), (phase, _) in itertools.pairwise(entries)
+                       if phase == "retrying" and prior in VLLM_PHASES)
     cgroups = os.environ.get("IDLE_CGROUP_ROOT", CGROUP_ROOT)
     cpu_us = {}
     for unit in WORK_UNITS:
@@ -202,7 +215,8 @@ def read_sample() -> Sample:
                 with contextlib.suppress(OSError, ValueError), open(os.path.join(net, iface, "statistics",
                                                                                   "rx_bytes")) as f:
                     rx_bytes += int(f.read())
-    return Sample(reached, record.get("phase"), float(entries[-1][1]) if entries else None, cpu_us, rx_bytes)
+    phase_at = float(entries[-1][1]) if entries else None
+    return Sample(reached, record.get("phase"), phase_at, cpu_us, rx_bytes, vllm_retries)
 
 
 def _fetch(url: str) -> str | None:
@@ -220,17 +234,22 @@ def main(argv: list[str]) -> int:
     if idle_minutes <= 0:
         return 0
     bound_minutes = int(os.environ["HEALTH_BOUND_MINUTES"])
-    stall_minutes = int(os.environ["HEALTH_STALL_MINUTES"])
+    # A vllm.env an older release wrote has no stall bound or progress floors until the new serving value lands
+    # (the guest applies the bundle, then the serving value): these defaults are the catalog's (first_boot.py).
+    stall_minutes = int(os.environ.get("HEALTH_STALL_MINUTES", STALL_MINUTES_DEFAULT))
     now = time.time()
     window = this_boots_window(now)
     state_file = os.environ.get("IDLE_STATE_FILE", STATE_FILE)
     last = _read_json(state_file)
     sample = read_sample()
-    progress = progressed(last, sample, float(os.environ["PROGRESS_CPU_S"]), int(os.environ["PROGRESS_RX_BYTES"]),
-                          now)
+    progress = progressed(last, sample, float(os.environ.get("PROGRESS_CPU_S", PROGRESS_CPU_S_DEFAULT)),
+                          int(os.environ.get("PROGRESS_RX_BYTES", PROGRESS_RX_BYTES_DEFAULT)), now)
     state, stop, why = decide(last, _fetch(os.environ["METRICS_URL"]), now, idle_minutes, window["started"],
                               bound_minutes, stall_minutes, progress)
+    new_phase = sample.reached > last.get("reached", 0)
     _write_json(state_file, {**state, "reached": max(sample.reached, last.get("reached", 0)),
+                             "vllm_retries_at_phase": sample.vllm_retries if new_phase else last.get(
+                                 "vllm_retries_at_phase", sample.vllm_retries),
                              "cpu_us": sample.cpu_us, "rx_bytes": sample.rx_bytes, "checked_at": now})
     print(f"idle-stop: {why}")
     if stop:

@@ -132,9 +132,36 @@ def test_what_counts_as_progress(idle):
         assert idle.progressed(last, busy, 5, 10**6, now)[0] is False
 
 
+def test_a_vllm_crash_loop_is_no_progress_but_provisioning_after_a_retry_is(idle):
+    """vLLM started again since the last new phase: its CPU (imports, loads at every start) no longer counts, so a
+    crash loop reaches the stall bound; provisioning's CPU after a retried mirror blip (a DKMS build) still does."""
+    now = START + 300
+    last = {"reached": 5, "vllm_retries_at_phase": 1, "checked_at": now - 60,
+            "cpu_us": {"gemma4-vllm.service": 1_000_000, "gemma4-t4-provision.service": 1_000_000}, "rx_bytes": 0}
+    loop = idle.Sample(5, "loading", START, {"gemma4-vllm.service": 40_000_000}, 0, vllm_retries=3)
+    assert idle.progressed(last, loop, 5, 10**6, now) == (False, "no new phase, no CPU work, no download")
+    first_start = loop._replace(vllm_retries=1)
+    assert idle.progressed(last, first_start, 5, 10**6, now)[0], "before any restart, vLLM's load is progress"
+    building = idle.Sample(5, "driver", START, {"gemma4-t4-provision.service": 40_000_000}, 0, vllm_retries=3)
+    assert idle.progressed(last, building, 5, 10**6, now)[0]
+    state: dict = {}
+    for minute in range(STALL + 1):  # the loop through decide: stopped at the stall bound, long before the cap
+        state, stop, why = decide(idle, state, None, now=START + minute * 60,
+                                  progress=idle.progressed(last, loop, 5, 10**6, now) if minute else (True, "start"))
+    assert stop and "made no progress" in why
+
+
+def test_an_older_vllm_env_without_the_new_bounds_reads_the_catalogs(idle):
+    assert str(catalog.HEALTH_STALL_MINUTES) == idle.STALL_MINUTES_DEFAULT
+    assert float(idle.PROGRESS_CPU_S_DEFAULT) == catalog.PROGRESS_CPU_S
+    assert int(idle.PROGRESS_RX_BYTES_DEFAULT) == catalog.PROGRESS_RX_BYTES
+
+
 def test_the_sample_reads_the_phase_record_the_cgroups_and_the_network(idle, tmp_path, monkeypatch):
     (tmp_path / "phase.json").write_text(json.dumps({"phase": "driver", "history": [
         ["provision", 1], ["driver", 2], ["retrying", 3], ["provision", 4], ["driver", 5]]}))
+    vllm_loop = {"phase": "retrying", "history": [["provision", 1], ["loading", 2], ["retrying", 3], ["loading", 4],
+                                                  ["retrying", 5]]}
     unit = tmp_path / "cg" / "gemma4-t4-provision.service"
     unit.mkdir(parents=True)
     (unit / "cpu.stat").write_text("usage_usec 1234567\nuser_usec 1000000\nsystem_usec 234567\n")
@@ -144,7 +171,9 @@ def test_the_sample_reads_the_phase_record_the_cgroups_and_the_network(idle, tmp
     monkeypatch.setenv("IDLE_PHASE_FILE", str(tmp_path / "phase.json"))
     monkeypatch.setenv("IDLE_CGROUP_ROOT", str(tmp_path / "cg"))
     monkeypatch.setenv("IDLE_NET_ROOT", str(tmp_path / "net"))
-    assert idle.read_sample() == idle.Sample(2, "driver", 5.0, {"gemma4-t4-provision.service": 1234567}, 1024)
+    assert idle.read_sample() == idle.Sample(2, "driver", 5.0, {"gemma4-t4-provision.service": 1234567}, 1024, 0)
+    (tmp_path / "phase.json").write_text(json.dumps(vllm_loop))
+    assert idle.read_sample().vllm_retries == 2, "a provisioning retry is not vLLM's"
 
 
 def test_past_the_bound_a_server_that_answered_before_lets_the_idle_clock_run(idle):
