@@ -40,7 +40,7 @@ from ..config import gce_name, validate
 from ..serving import ServingPlan, check_serving, warn_unpinned
 from . import provider_answers as answers
 from .guest import SERVING_METADATA_KEY, GuestSettings, bootstrap_script, render_serving_env, render_user_data
-from .hf_token import TokenAccess, token_secret
+from .hf_token import TokenAccess, let_operators_in, token_secret
 from .settings import GceT4ServerSettings, OnHostMaintenance, TerminationAction, check_api_key
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
@@ -726,6 +726,8 @@ class GceT4Server(T4ServingComponent):
             pulumi.ResourceOptions(parent=self))
         vm = server_vm(name, checked, network, disk, labels, self, token)
         grant_operators(name, checked.settings.operators, vm, checked.prefix, pulumi.ResourceOptions(parent=self))
+        if token is not None:
+            let_operators_in(name, checked.settings.operators, token, pulumi.ResourceOptions(parent=self))
         cost = self._cost_per_hour(checked.settings)
         self._set_outputs(checked, disk, network.nat, cost)
         self._register_vm(checked, vm, cost)

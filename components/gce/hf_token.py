@@ -32,6 +32,7 @@ class TokenAccess:
     """What the VM needs to read the token: the secret's resource name and the account it runs as."""
     secret_name: pulumi.Output[str]
     service_account: gcp.compute.InstanceServiceAccountArgs
+    account: gcp.serviceaccount.Account
 
 
 def service_account_id(prefix: str) -> str:
@@ -65,4 +66,19 @@ def token_secret(name: str, prefix: str, project: str | None, token: pulumi.Inpu
     gcp.secretmanager.SecretIamMember(f"{name}-hf-token-reader", project=secret.project, secret_id=secret.secret_id,
                                       role=ACCESSOR_ROLE, member=account.member, opts=child)
     return TokenAccess(secret.name, gcp.compute.InstanceServiceAccountArgs(email=account.email,
-                                                                           scopes=[CLOUD_PLATFORM_SCOPE]))
+                                                                           scopes=[CLOUD_PLATFORM_SCOPE]), account)
+
+
+# OS Login to a VM that runs as a service account asks the user for roles/iam.serviceAccountUser on that account
+# (Compute Engine, "Set up OS Login": users of VMs with an attached service account need it).
+ACT_AS_ROLE = "roles/iam.serviceAccountUser"
+
+
+def let_operators_in(name: str, members: list[str] | tuple[str, ...], token: TokenAccess,
+                     child: pulumi.ResourceOptions) -> None:
+    """Each operator may log in to a VM that runs as this account: the account's Service Account User role for each.
+    Such an operator may also act as the account, and so read the token, as any process on the VM can."""
+    for member in members:
+        who = re.sub(r"[^A-Za-z0-9@._-]+", "-", member)
+        gcp.serviceaccount.IAMMember(f"{name}-act-as-{who}", service_account_id=token.account.name,
+                                     role=ACT_AS_ROLE, member=member, opts=child)

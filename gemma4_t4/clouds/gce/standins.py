@@ -48,6 +48,9 @@ def _outside_compute(typ: str, inputs: dict[str, Any], project: str) -> tuple[st
         email = f"{inputs['accountId']}@{project}.iam.gserviceaccount.com"
         name = f"projects/{project}/serviceAccounts/{email}"
         return name, {**inputs, "project": project, "email": email, "member": f"serviceAccount:{email}", "name": name}
+    if typ == "gcp:serviceaccount/iAMMember:IAMMember":
+        # serviceaccount/iam_member.py: no computed output the program reads; the id is ACCOUNT/ROLE/MEMBER.
+        return f"{inputs['serviceAccountId']}/{inputs['role']}/{inputs['member']}", {**inputs}
     if typ == "gcp:secretmanager/secretIamMember:SecretIamMember":
         # secretmanager/secret_iam_member.py: no computed output the program reads; the id is SECRET/ROLE/MEMBER.
         return f"{inputs['secretId']}/{inputs['role']}/{inputs['member']}", {**inputs, "project": project}

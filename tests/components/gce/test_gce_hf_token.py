@@ -19,10 +19,11 @@ VERSION = "gcp:secretmanager/secretVersion:SecretVersion"
 ACCOUNT = "gcp:serviceaccount/account:Account"
 READER = "gcp:secretmanager/secretIamMember:SecretIamMember"
 SERVICE = "gcp:projects/service:Service"
+ACT_AS = "gcp:serviceaccount/iAMMember:IAMMember"
 TOKEN = "hf_" + "t" * 34  # the shape of a Hugging Face user access token
 
 
-def with_token() -> offline.Plan:
+def with_token(**args) -> offline.Plan:
     """GceT4Server in a program of its own, given the token as a secret Output (as the stack program hands a
     `pulumi config set --secret` value), under the clouds' stand-ins: the plan sees the token, to find it
     wherever it would leak."""
@@ -30,7 +31,7 @@ def with_token() -> offline.Plan:
     for cloud in clouds.CLOUDS.values():
         handlers.update(cloud.mock_invokes(None))
     return offline.run_program("dev", {}, invokes=handlers, standins=clouds.standins(),
-                               program=lambda: GceT4Server("llm", {"hf_token": pulumi.Output.secret(TOKEN)}))
+                               program=lambda: GceT4Server("llm", {"hf_token": pulumi.Output.secret(TOKEN), **args}))
 
 
 def test_the_token_is_in_a_secret_only_the_vms_account_may_read():
@@ -67,6 +68,17 @@ def test_without_a_token_no_secret_no_account_and_no_api():
     vm = plan.one(INSTANCE)
     assert not vm.inputs.get("serviceAccount") and guest.HF_TOKEN_SECRET_ENV not in \
         vm.inputs["metadata"][guest.SERVING_METADATA_KEY]
+
+
+def test_operators_may_log_in_to_a_vm_that_runs_as_the_account():
+    """OS Login to a VM with an attached service account asks its users for Service Account User on it: each
+    operator gets it on this account alone; without operators, nobody does."""
+    plan = with_token(operators=["user:alice@example.com"])
+    account = plan.one(ACCOUNT)
+    (grant,) = plan.find(ACT_AS)
+    assert (grant.inputs["serviceAccountId"], grant.inputs["role"], grant.inputs["member"]) == \
+        (account.state["name"], "roles/iam.serviceAccountUser", "user:alice@example.com")
+    assert not with_token().find(ACT_AS)
 
 
 def test_the_stack_takes_the_token_from_a_secret_config_value_only():
