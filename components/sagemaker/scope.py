@@ -40,16 +40,17 @@ class StackScope:
                                               (SAGEMAKER_PROJECT_TAG, self.project),
                                               (SAGEMAKER_STACK_TAG, self.stack)) if value}
 
-    def owns(self, tags: Iterable[Mapping[str, str]] | Mapping[str, str]) -> bool:
+    def owns(self, tags: Iterable[Mapping[str, str]] | Mapping[str, str], strict: bool = False) -> bool:
         """Whether TAGS (AWS's [{"Key", "Value"}] list, or a map) mark a resource of this stack: every tag known here
         present with the same value. An endpoint tagged by a release before 0.4.0 carries the stack's name alone; it
         is taken as the stack's (as it was then) until the first `pulumi up` tags it in full, so that `up` still
-        counts it as the running fleet."""
+        counts it as the running fleet; STRICT (for what deletes) takes it as no one's: it may be another project's
+        stack of the same name."""
         found = dict(tags) if isinstance(tags, Mapping) else {t["Key"]: t["Value"] for t in tags}
         if not self.stack or found.get(SAGEMAKER_STACK_TAG) != self.stack:
             return False
         if SAGEMAKER_PROJECT_TAG not in found and SAGEMAKER_ORGANIZATION_TAG not in found:
-            return True  # tagged before 0.4.0
+            return not strict  # tagged before 0.4.0
         return all(found.get(key) == value for key, value in self.tags().items())
 
     def __str__(self) -> str:

@@ -64,7 +64,9 @@ def other_fleets(sagemaker, request: SingleFleetRequest) -> list[str]:
             if summary["EndpointName"] == request.endpoint_name:
                 continue
             tags = sagemaker.list_tags(ResourceArn=summary["EndpointArn"]).get("Tags", [])
-            if request.scope.owns(tags) and {"Key": SAGEMAKER_FLEET_TAG, "Value": request.fleet} not in tags:
+            # Strictly this stack's: an endpoint tagged with a stack's name alone may be another project's.
+            if request.scope.owns(tags, strict=True) and \
+                    {"Key": SAGEMAKER_FLEET_TAG, "Value": request.fleet} not in tags:
                 found.append(summary["EndpointName"])
     return found
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...catalog import SAGEMAKER_FLEET_TAG
 from ...components.sagemaker.quotas import (
     EndpointQuota,
     fetch_codebuild,
@@ -23,17 +24,18 @@ from .target import aws_session
 STRAYS_CHECK = "endpoints outside the stack's state"
 
 
-def strays_check(region: str, tagged: Sequence[tuple[str, str]], in_state: str | None,
+def strays_check(region: str, tagged: Sequence[tuple[str, ...]], in_state: str | None,
                  scope: StackScope) -> Check | None:
-    """TAGGED: the (name, status) of the endpoints that carry the stack's tags (SCOPE's); IN_STATE: the one the
-    stack's state holds ("" none, None when the state could not be read). The others were made by an `up` stopped
-    during the endpoint's wait (Ctrl-C): they bill outside the state, and the stack's TTL schedule deletes them
-    only at its backstop's deadline. The fix adopts each (strays.py), or deletes one the stack cannot adopt."""
-    strays = [(name, status) for name, status in tagged if name != in_state]
+    """TAGGED: the (name, status[, fleet tag]) of the endpoints that carry the stack's tags (SCOPE's); IN_STATE: the
+    one the stack's state holds ("" none, None when the state could not be read). The others were made by an
+    `up` stopped during the endpoint's wait (Ctrl-C): they bill outside the state, and the stack's TTL schedule
+    deletes them only at its backstop's deadline. The fix adopts each (strays.py), or deletes one the stack
+    cannot adopt."""
+    strays = [(name, status, *fleet) for name, status, *fleet in tagged if name != in_state]
     if not strays or (in_state is None and len(tagged) < 2):
         return None
-    lines = "; ".join(f"{name}: {adopt_or_delete(name, region, scope)}" for name, _ in strays)
-    found = ", ".join(f"{name} ({status})" for name, status in strays)
+    lines = "; ".join(f"{name}: {adopt_or_delete(name, region, scope, *fleet)}" for name, _, *fleet in strays)
+    found = ", ".join(f"{name} ({status})" for name, status, *_ in strays)
     detail = (f"{found} carr{'ies' if len(strays) == 1 else 'y'} this stack's tag but "
               + ("not its state" if in_state is not None else
                  "only one endpoint can be the stack's (`pulumi stack output target` names it)")
@@ -59,15 +61,23 @@ def fetch_sagemaker(region: str, instance_type: str, stack: StackScope,
 
 
 
-def fetch_stack_endpoints(region: str, stack: StackScope, profile: str | None = None) -> list[tuple[str, str]]:
-    """(name, status) of the region's endpoints that carry the stack's tags (its organization, project and stack)."""
+def fetch_stack_endpoints(region: str, stack: StackScope, profile: str | None = None
+                          ) -> list[tuple[str, str, str]]:
+    """(name, status, fleet tag) of the region's endpoints that carry the stack's tags (its organization, project
+    and stack)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     sagemaker = aws_session(region, profile, PreflightError).client("sagemaker")
     try:
-        return [(summary["EndpointName"], summary["EndpointStatus"])
-                for page in sagemaker.get_paginator("list_endpoints").paginate() for summary in page["Endpoints"]
-                if stack.owns(sagemaker.list_tags(ResourceArn=summary["EndpointArn"]).get("Tags", []))]
+        found = []
+        for page in sagemaker.get_paginator("list_endpoints").paginate():
+            for summary in page["Endpoints"]:
+                tags = {t["Key"]: t["Value"] for t in sagemaker.list_tags(ResourceArn=summary["EndpointArn"])
+                        .get("Tags", [])}
+                if stack.owns(tags):
+                    found.append((summary["EndpointName"], summary["EndpointStatus"],
+                                  tags.get(SAGEMAKER_FLEET_TAG, "")))
+        return found
     except (BotoCoreError, ClientError) as err:
         raise PreflightError(cloud_message(err) or f"AWS: {err}") from None
 

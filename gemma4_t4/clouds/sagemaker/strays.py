@@ -10,25 +10,29 @@ from __future__ import annotations
 import shlex
 
 from ...components.base import MODULE
+from ...components.sagemaker.fleet import fleet_id
 from ...components.sagemaker.scope import StackScope
 from ...errors import PROJECT
 
-# The stack program's component name (gemma4_t4/program.py's NAME) and its endpoint's logical name.
+# The stack program's component name (gemma4_t4/program.py's NAME) and its endpoint's logical name: NAME-endpoint,
+# then its fleet's id (components/sagemaker/component.py; an endpoint made before 0.4.0 has no fleet in its name).
 ENDPOINT_LOGICAL = f"{PROJECT}-endpoint"
 ENDPOINT_TYPE = "aws:sagemaker/endpoint:Endpoint"
 COMPONENT_TYPE = f"{PROJECT}:{MODULE}:SageMakerT4Endpoint"  # components/base.py's type_token of the component
 
 
-def endpoint_urn(scope: StackScope) -> str:
-    """The URN of the stack program's endpoint in SCOPE's stack."""
-    return (f"urn:pulumi:{scope.stack}::{scope.project or PROJECT}::{COMPONENT_TYPE}$"
-            f"{ENDPOINT_TYPE}::{ENDPOINT_LOGICAL}")
+def endpoint_urn(scope: StackScope, fleet: str = "") -> str:
+    """The URN of the stack program's endpoint of FLEET (its fleet tag; "": one made before 0.4.0) in SCOPE's
+    stack."""
+    logical = f"{ENDPOINT_LOGICAL}-{fleet_id(fleet)}" if fleet else ENDPOINT_LOGICAL
+    return f"urn:pulumi:{scope.stack}::{scope.project or PROJECT}::{COMPONENT_TYPE}${ENDPOINT_TYPE}::{logical}"
 
 
-def adopt_or_delete(name: str, region: str, scope: StackScope) -> str:
-    """The lines for the stray endpoint NAME: adopt it (an `up` stopped during its creation), else delete it."""
-    adopt = shlex.join(["pulumi", "refresh", "--stack", scope.stack, "--import-pending-creates", endpoint_urn(scope),
-                        name])
+def adopt_or_delete(name: str, region: str, scope: StackScope, fleet: str = "") -> str:
+    """The lines for the stray endpoint NAME of FLEET (its fleet tag): adopt it (an `up` stopped during its
+    creation), else delete it."""
+    adopt = shlex.join(["pulumi", "refresh", "--stack", scope.stack, "--import-pending-creates",
+                        endpoint_urn(scope, fleet), name])
     delete = shlex.join(["aws", "sagemaker", "delete-endpoint", "--endpoint-name", name, "--region", region])
     return (f"left by an `up` stopped during its creation, it serves once InService: adopt it with {adopt}, then "
             f"`pulumi up` (its TTL counts from its creation); if the stack has no pending create for it, delete it: "

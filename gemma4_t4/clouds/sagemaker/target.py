@@ -187,6 +187,7 @@ class SageMakerTarget:
         it: one made by an `up` that was stopped during its wait bills outside the stack's state."""
         from botocore.exceptions import BotoCoreError, ClientError
 
+        from ...catalog import SAGEMAKER_FLEET_TAG
         from ...components.sagemaker.scope import StackScope
         from .strays import adopt_or_delete
 
@@ -199,8 +200,10 @@ class SageMakerTarget:
                         continue
                     tags = self.control.list_tags(ResourceArn=summary["EndpointArn"]).get("Tags", [])
                     if scope.owns(tags):
+                        fleet = next((t["Value"] for t in tags if t["Key"] == SAGEMAKER_FLEET_TAG), "")
                         found.append(f"{summary['EndpointName']} ({summary['EndpointStatus']}, not in the stack's "
-                                     "state, bills): " + adopt_or_delete(summary["EndpointName"], self.region, scope))
+                                     "state, bills): " + adopt_or_delete(summary["EndpointName"], self.region, scope,
+                                                                         fleet))
         except (BotoCoreError, ClientError) as err:
             raise self._error(err) from None
         return found

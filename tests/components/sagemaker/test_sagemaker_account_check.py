@@ -180,7 +180,8 @@ def test_a_stack_of_the_same_name_in_another_project_is_not_this_stacks_endpoint
     stack_endpoint(account, 1, fleet=json.loads(request)["fleet"], project="another-project")
     result = check(account, request)
     assert result.returncode == 1, result.stderr
-    assert "this stack's endpoint holds" not in result.stderr and f'request "{G4DN}" = 2' in result.stderr
+    # Room for the colleague's endpoint, this one, and the fleet every later change starts beside it (blue/green).
+    assert "this stack's endpoint holds" not in result.stderr and f'request "{G4DN}" = 3' in result.stderr
     stack_endpoint(account, 1, fleet=json.loads(request)["fleet"])  # and now this stack's own, beside it
     assert "this stack's endpoint holds 1" in check(account, request).stderr
 
@@ -262,3 +263,6 @@ def test_an_endpoint_is_the_stacks_only_when_its_organization_project_and_stack_
     assert not ours.owns({**tags, catalog.SAGEMAKER_STACK_TAG: "dev"}) and not ours.owns({})
     # Tagged by a release before 0.4.0 (the stack's name alone): the stack's until its first `up` retags it.
     assert ours.owns({catalog.SAGEMAKER_STACK_TAG: "sagemaker-t4"})
+    # ... but never for what deletes (fleetChange single): it may be another project's stack of the same name.
+    assert not ours.owns({catalog.SAGEMAKER_STACK_TAG: "sagemaker-t4"}, strict=True)
+    assert ours.owns(tags, strict=True)

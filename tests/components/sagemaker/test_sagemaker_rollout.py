@@ -237,8 +237,8 @@ def test_an_up_killed_during_the_endpoint_wait_leaves_a_schedule_that_deletes_th
     assert fired.delivered and name not in [e["EndpointName"] for e in sagemaker.list_endpoints()["Endpoints"]]
 
 
-def stack_endpoint(moto, name: str, stack: str = "sagemaker-t4", project: str = "gemma4-t4") -> None:
-    """An endpoint tagged as the component tags its own: the organization, project and stack."""
+def stack_endpoint(moto, name: str, stack: str = "sagemaker-t4", project: str = "gemma4-t4", fleet: str = "") -> None:
+    """An endpoint tagged as the component tags its own: the organization, project and stack (and its fleet's key)."""
     sagemaker = moto.client("sagemaker")
     if not sagemaker.list_endpoint_configs(NameContains="c")["EndpointConfigs"]:
         sagemaker.create_model(ModelName="m", ExecutionRoleArn=f"arn:aws:iam::{ACCOUNT}:role/x",
@@ -246,8 +246,9 @@ def stack_endpoint(moto, name: str, stack: str = "sagemaker-t4", project: str = 
         sagemaker.create_endpoint_config(EndpointConfigName="c", ProductionVariants=[
             {"VariantName": "AllTraffic", "ModelName": "m", "InstanceType": "ml.g4dn.xlarge",
              "InitialInstanceCount": 1}])
+    tags = {**StackScope(stack, project, "organization").tags(), **({catalog.SAGEMAKER_FLEET_TAG: fleet} if fleet else {})}
     sagemaker.create_endpoint(EndpointName=name, EndpointConfigName="c", Tags=[
-        {"Key": key, "Value": value} for key, value in StackScope(stack, project, "organization").tags().items()])
+        {"Key": key, "Value": value} for key, value in tags.items()])
 
 
 @pytest.fixture
@@ -260,7 +261,8 @@ def account(moto, monkeypatch):
 
 def test_status_and_preflight_name_an_endpoint_outside_the_stacks_state(account):
     stack_endpoint(account, "sagemaker-t4-endpoint-aaaaaaaa")  # the stack's, in its state
-    stack_endpoint(account, "sagemaker-t4-endpoint-bbbbbbbb")  # left by an `up` killed during its wait
+    # Left by an `up` killed during its wait: its logical name carries its fleet's id (components/sagemaker/fleet.py).
+    stack_endpoint(account, "sagemaker-t4-endpoint-bbbbbbbb", fleet="0f1e2d3c4b5a6978")
     stack_endpoint(account, "someone-elses", stack="another-stack")
     # A colleague's stack of the same name in another project of the account: never this stack's.
     stack_endpoint(account, "sagemaker-t4-endpoint-cccccccc", project="another-project")
@@ -272,13 +274,14 @@ def test_status_and_preflight_name_an_endpoint_outside_the_stacks_state(account)
     # Adopted first (an `up` stopped during its creation left a pending create for it), deleted only otherwise.
     assert stray.startswith("sagemaker-t4-endpoint-bbbbbbbb (InService, not in the stack's state, bills): ")
     adopt = ("pulumi refresh --stack sagemaker-t4 --import-pending-creates 'urn:pulumi:sagemaker-t4::gemma4-t4::"
-             "gemma4-t4:index:SageMakerT4Endpoint$aws:sagemaker/endpoint:Endpoint::gemma4-t4-endpoint' "
+             "gemma4-t4:index:SageMakerT4Endpoint$aws:sagemaker/endpoint:Endpoint::gemma4-t4-endpoint-0f1e2d3c' "
              "sagemaker-t4-endpoint-bbbbbbbb")
     delete = "aws sagemaker delete-endpoint --endpoint-name sagemaker-t4-endpoint-bbbbbbbb --region us-east-2"
     assert adopt in stray and delete in stray and stray.index(adopt) < stray.index(delete)
 
     tagged = preflight.fetch_stack_endpoints("us-east-2", SCOPE)
-    assert sorted(tagged) == [("sagemaker-t4-endpoint-aaaaaaaa", "InService"), ("sagemaker-t4-endpoint-bbbbbbbb", "InService")]
+    assert sorted(tagged) == [("sagemaker-t4-endpoint-aaaaaaaa", "InService", ""),
+                              ("sagemaker-t4-endpoint-bbbbbbbb", "InService", "0f1e2d3c4b5a6978")]
     known = preflight.strays_check("us-east-2", tagged, "sagemaker-t4-endpoint-aaaaaaaa", SCOPE)
     assert known is not None and known.warning and "sagemaker-t4-endpoint-aaaaaaaa" not in known.fix
     assert "--endpoint-name sagemaker-t4-endpoint-bbbbbbbb --region us-east-2" in known.fix
