@@ -153,7 +153,7 @@ def test_idle_logic_reads_the_real_servers_metrics(vllm_server):
     idle = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(idle)
     target = HttpTarget(vllm_server)
-    window = {"window_started": 0.0, "bound_minutes": 60}
+    window = {"window_started": 0.0, "bound_minutes": 137, "stall_minutes": 20, "progress": (False, "serving")}
     state, stop, _ = idle.decide({}, target.metrics(), now=0.0, idle_minutes=5, **window)
     assert state["finished"] is not None and not stop
     target.chat({"model": SERVED, "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})
