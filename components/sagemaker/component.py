@@ -62,10 +62,10 @@ from ..config import validate
 from ..serving import ServingPlan, check_serving, warn_unpinned
 from . import provider_answers as answers
 from .container import container_environment
-from .fleet import fleet_id, fleet_key
+from .fleet import fleet_key
 from .iam import account_of, sagemaker_trust, scheduler_trust, service_role
 from .image import TuringImage, image_tag, kept_repository_name, refuse_unkeeping, step_environment
-from .scope import StackScope
+from .scope import StackScope, fleet_id
 from .settings import FleetChange, ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region
 from .steps import account_check, created_at, endpoint_watch, single_fleet, ttl_passed
 

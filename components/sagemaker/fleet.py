@@ -60,7 +60,6 @@ NOT_FLEET: dict[str, str] = {
     "log_retention_days": "the log group's retention, updated in place",
 }
 
-ID_LENGTH = 8  # hex digits of the key in the fleet's resource names
 
 
 def _value(settings: SageMakerT4EndpointSettings, field: str, prefix: str) -> Any:
@@ -88,5 +87,3 @@ def fleet_key(settings: SageMakerT4EndpointSettings, prefix: str) -> str:
                           ).hexdigest()[:16]
 
 
-def fleet_id(key: str) -> str:
-    return key[:ID_LENGTH]

@@ -10,6 +10,15 @@ from dataclasses import dataclass
 
 from gemma4_t4.catalog import SAGEMAKER_ORGANIZATION_TAG, SAGEMAKER_PROJECT_TAG, SAGEMAKER_STACK_TAG
 
+# A fleet's resources are named with the head of its key (fleet.py), which its endpoint's fleet tag carries whole:
+# here, with the stack's tags, so that the operator side (strays.py) reads a name from the tags without the
+# component's Pulumi imports.
+ID_LENGTH = 8  # hex digits of the key in the fleet's resource names
+
+
+def fleet_id(key: str) -> str:
+    return key[:ID_LENGTH]
+
 
 @dataclass(frozen=True)
 class StackScope:

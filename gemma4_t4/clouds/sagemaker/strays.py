@@ -10,8 +10,7 @@ from __future__ import annotations
 import shlex
 
 from ...components.base import MODULE
-from ...components.sagemaker.fleet import fleet_id
-from ...components.sagemaker.scope import StackScope
+from ...components.sagemaker.scope import StackScope, fleet_id
 from ...errors import PROJECT
 
 # The stack program's component name (gemma4_t4/program.py's NAME) and its endpoint's logical name: NAME-endpoint,
