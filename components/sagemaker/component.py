@@ -355,10 +355,12 @@ class SageMakerT4Endpoint(T4ServingComponent):
         profile = pulumi.Output.from_input(settings.profile or (provider.profile if isinstance(provider, aws.Provider)
                                                                  else None))
         aws_environment = build_environment(provider, profile, settings.image_build_environment)
-        environment: dict[str, pulumi.Input[str]] = dict(container_environment(checked.plan.serving))
+        served = container_environment(checked.plan.serving)
+        environment: dict[str, pulumi.Input[str]] = dict(served)
         prefix = settings.name_prefix or default_prefix(name)
-        # The fleet rule (fleet.py): its key names the fleet's resources and re-runs the account check.
-        fleet = fleet_key(settings, prefix)
+        # The fleet rule (fleet.py): its key names the fleet's resources and re-runs the account check; what the
+        # container serves is in it, so no new model under the same names (a catalog's new pin included).
+        fleet = fleet_key(settings, prefix, served)
         image = self._image(name, settings, region, aws_environment, fleet)
         # The account the stack's resources are made in, as the repository's ARN names it.
         account = account_of(image.repository_arn)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from gemma4_t4 import catalog
@@ -76,14 +77,20 @@ def _value(settings: SageMakerT4EndpointSettings, field: str, prefix: str) -> An
     return value
 
 
-def fleet_spec(settings: SageMakerT4EndpointSettings, prefix: str) -> dict[str, Any]:
-    """What the fleet is made from: the fleet settings (PREFIX: the name prefix the stack resolved)."""
-    return {field: _value(settings, field, prefix) for field in sorted(FLEET)}
+def fleet_spec(settings: SageMakerT4EndpointSettings, prefix: str,
+               container: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """What the fleet is made from: the fleet settings (PREFIX: the name prefix the stack resolved) and, as the plan
+    resolved them, the container's serving values (CONTAINER: container.container_environment's, known at preview),
+    which also follow the catalog (a model's pinned revision, the Hub's spelling of its id) and not settings alone."""
+    spec = {field: _value(settings, field, prefix) for field in sorted(FLEET)}
+    if container:
+        spec["container"] = dict(sorted(container.items()))
+    return spec
 
 
-def fleet_key(settings: SageMakerT4EndpointSettings, prefix: str) -> str:
+def fleet_key(settings: SageMakerT4EndpointSettings, prefix: str, container: Mapping[str, str] | None = None) -> str:
     """The fleet's key: the endpoint's fleet tag and the account check's trigger; its start names the resources."""
-    return hashlib.sha256(json.dumps(fleet_spec(settings, prefix), sort_keys=True, default=str).encode()
+    return hashlib.sha256(json.dumps(fleet_spec(settings, prefix, container), sort_keys=True, default=str).encode()
                           ).hexdigest()[:16]
 
 

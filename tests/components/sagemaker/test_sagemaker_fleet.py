@@ -245,3 +245,13 @@ def test_a_setting_makes_a_new_fleet_exactly_when_it_changes_what_the_fleet_runs
         assert all(new_made[t][0] != made[t][0] for t in FLEET_TYPES), f"{setting}: a new fleet, new names"
     else:
         assert new_made == made, f"{setting} ({fleet.NOT_FLEET[setting]}) changed the fleet's resources"
+
+
+def test_what_the_container_serves_is_in_the_fleet_key():
+    """The container's values follow the catalog as well as the settings (a model's pinned revision, the Hub's
+    spelling of its id): a new one is a new fleet, never a new model under the serving fleet's names."""
+    settings = SageMakerT4EndpointSettings.model_validate({})
+    served = {"SM_VLLM_MODEL": "google/gemma-4-E2B-it", "SM_VLLM_REVISION": "a" * 40}
+    key = fleet.fleet_key(settings, "gemma4-t4", served)
+    assert key == fleet.fleet_key(settings, "gemma4-t4", dict(reversed(list(served.items()))))
+    assert key != fleet.fleet_key(settings, "gemma4-t4", {**served, "SM_VLLM_REVISION": "b" * 40})
