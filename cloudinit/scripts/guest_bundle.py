@@ -33,11 +33,11 @@ import subprocess
 import sys
 import time
 
-import yaml
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # its neighbours, installed beside it
+# Its neighbours, installed beside it: run as its unit runs it (python3 PATH), Python puts the script's own folder
+# first on sys.path.
 import guest_attributes
 import serving_config
+import yaml
 
 URL = "http://metadata.google.internal/computeMetadata/v1/instance/attributes/user-data"
 # The last bundle applied whole (its text), on the boot disk: a restart of this unit does not apply it again.

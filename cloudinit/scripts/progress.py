@@ -14,12 +14,12 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # guest_attributes.py is installed beside it
+# guest_attributes.py is installed beside it: run as its unit runs it (python3 PATH), Python puts the script's own
+# folder first on sys.path.
 import guest_attributes
 
 VLLM_UNIT = "gemma4-vllm.service"

@@ -6,6 +6,7 @@ ends it). Booted for real in tests/guest/test_guest_boot.py."""
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ from gemma4_t4 import clouds
 from gemma4_t4.components.gce import guest as render
 
 SCRIPTS = REPO / "cloudinit" / "scripts"
+# The guest scripts import their neighbours as the folder they run from (python3 PATH puts it on sys.path).
+sys.path.insert(0, str(SCRIPTS))
 
 
 def user_data(*overrides: str) -> str:

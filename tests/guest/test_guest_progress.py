@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,6 +17,8 @@ from guest import net
 from gemma4_t4 import catalog
 
 SCRIPTS = REPO / "cloudinit" / "scripts"
+# The guest scripts import their neighbours as the folder they run from (python3 PATH puts it on sys.path).
+sys.path.insert(0, str(SCRIPTS))
 
 
 def _load(name: str):
