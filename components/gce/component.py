@@ -10,6 +10,7 @@ cloudinit/); without an external IP, Cloud NAT for its downloads; and per-instan
 """
 
 import asyncio
+import hashlib
 import math
 import re
 from collections.abc import Sequence
@@ -468,11 +469,18 @@ def cloud_nat(name: str, settings: GceT4ServerSettings, network: pulumi.Input[st
 # "If false or unset, the service will be left enabled when the Terraform resource is destroyed"; other tunnels of
 # the project may use it).
 IAP_API = "iap.googleapis.com"
+OPERATOR_ROLE_ID_MAX = 64
 
 
 def operator_role_id(prefix: str) -> str:
-    """The operators' custom role's id: one per stack (its namePrefix), in IAM's role-id characters."""
-    return re.sub(r"[^A-Za-z0-9_.]", "_", f"gemma4t4Operator_{prefix}")[:64]
+    """The operators' custom role's id: one per stack (its namePrefix), in IAM's role-id characters and within its
+    64 (IAM API reference, projects.roles.create: roleId "[a-zA-Z0-9_\\.]{3,64}"). A longer one keeps a digest of the
+    whole, so that two prefixes alike in their first characters do not name one role."""
+    whole = re.sub(r"[^A-Za-z0-9_.]", "_", f"gemma4t4Operator_{prefix}")
+    if len(whole) <= OPERATOR_ROLE_ID_MAX:
+        return whole
+    digest = hashlib.sha256(whole.encode()).hexdigest()[:8]
+    return f"{whole[:OPERATOR_ROLE_ID_MAX - len(digest) - 1]}_{digest}"
 
 
 def grant_operators(name: str, members: Sequence[str], instance: gcp.compute.Instance, prefix: str,

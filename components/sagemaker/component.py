@@ -35,7 +35,7 @@ import json
 import re
 import shlex
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, cast
 
 import pulumi
@@ -48,7 +48,6 @@ from gemma4_t4.errors import ConfigError, Set
 from ..base import (
     CostGuard,
     MemoryPlan,
-    NotAProviderAnswer,
     ServingArgs,
     T4ServingComponent,
     cost_guard,
@@ -63,32 +62,15 @@ from ..serving import ServingPlan, check_serving, warn_unpinned
 from . import provider_answers as answers
 from .container import container_environment
 from .fleet import fleet_key
-from .iam import account_of, sagemaker_trust, scheduler_trust, service_role
+from .iam import account_of, sagemaker_trust, service_role
 from .image import TuringImage, image_tag, kept_repository_name, refuse_unkeeping, step_environment
 from .scope import StackScope, fleet_id
 from .settings import FleetChange, ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region
-from .steps import account_check, created_at, endpoint_watch, single_fleet, ttl_passed
+from .steps import account_check, endpoint_watch, single_fleet
+from .ttl import TtlParts, arm_before_create, delete_after
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:aws:SageMakerT4Endpoint"
-
-# Scheduler's universal target, in the aws partition (a region of another is refused at preview).
-DELETE_ENDPOINT_TARGET = f"arn:{catalog.AWS_PARTITION}:scheduler:::aws-sdk:sagemaker:deleteEndpoint"
-# Printed just before CreateEndpoint is called and kept in the state: the backstop's clock, so that an `up` stopped
-# during the endpoint's wait (Ctrl-C, a crash) still leaves a schedule that deletes the endpoint. (The TTL's own
-# clock is the endpoint's CreationTime, read on every run of the program: steps/created_at.py.)
-CLOCK = "date -u +%Y-%m-%dT%H:%M:%SZ"
-# EventBridge Scheduler's most: 185 retries over 24 h. A delete refused while the endpoint is
-# Updating is tried again; what still fails lands in the dead-letter queue (kept 14 days).
-TTL_RETRY = {"maximum_retry_attempts": 185, "maximum_event_age_in_seconds": 86400}
-DLQ_RETENTION_S = 14 * 24 * 3600
-# The backstop schedule fires at least this long after the first: an update holds the endpoint in Updating about
-# as long as a create takes ([sagemaker-t4-article]: 13.3 minutes to InService), well within the hour. It is made before
-# CreateEndpoint is called, from the time of that call plus the longest the provider waits for InService, so it
-# is never earlier than the first schedule plus this.
-TTL_BACKSTOP = timedelta(hours=1)
-CREATE_WAIT = timedelta(seconds=catalog.SAGEMAKER_ENDPOINT_CREATE_TIMEOUT_S)
-
 
 VARIANT = "AllTraffic"
 
@@ -154,6 +136,10 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     """Cost guard: how long the endpoint may stay up, counted from its creation, the ~13 minutes of creating
     included (8h, 90m, 1d12h; default 24h: a forgotten endpoint bills at most a day); EventBridge Scheduler then
     deletes it. off: never deleted."""
+    ttl_alarm_email: str
+    """With endpointTtl: an e-mail address the alarm writes to when EventBridge Scheduler gave up deleting the
+    endpoint at its TTL (the endpoint still bills). SNS sends a confirmation mail first: the address must confirm it.
+    Default: none (the alarm notifies its SNS topic, ttl_alarm_topic_arn, for your own subscription)."""
     log_retention_days: int
     """Days CloudWatch keeps the endpoint's logs (/aws/sagemaker/Endpoints/NAME, which destroy deletes): one of
     CloudWatch's retentions (1, 3, 5, 7, 14, 30, 60, 90, ... 3653)."""
@@ -168,23 +154,6 @@ def fallback_instance_types(instance_type: str) -> list[str]:
     same = [t for t in catalog.SAGEMAKER_T4_INSTANCE_TYPES
             if t != instance_type and catalog.SAGEMAKER_INSTANCE_TYPES[t].gpus == found.gpus]
     return sorted(same, key=lambda t: catalog.SAGEMAKER_INSTANCE_TYPES[t].vcpus)
-
-
-def clock_time(printed: str | None, step: str) -> datetime:
-    """The UTC time the clock step STEP printed (YYYY-MM-DDTHH:MM:SSZ, what `date -u` with CLOCK's format and
-    steps/created_at.py always print); anything else is a mock's answer, refused with the mocks that answer as the
-    steps do."""
-    try:
-        return datetime.fromisoformat(str(printed).strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise NotAProviderAnswer(f"the clock step {step} printed {printed!r}, never a UTC time "
-                                 "YYYY-MM-DDTHH:MM:SSZ as it always does") from None
-
-
-def one_time_expression(at: str, after: timedelta, step: str = "clock") -> str:
-    """Scheduler's at(...) for AFTER past the UTC time AT (YYYY-MM-DDTHH:MM:SSZ)."""
-    when = clock_time(at, step) + after
-    return f"at({when.strftime('%Y-%m-%dT%H:%M:%S')})"
 
 
 def provider_region(provider: pulumi.ProviderResource | None, opts: pulumi.ResourceOptions | None) -> str:
@@ -259,26 +228,6 @@ def billing_after_destroy_usd_per_month(args: SageMakerT4EndpointSettings) -> fl
     return round(catalog.SAGEMAKER_IMAGE_BYTES / 1e9 * catalog.AWS_PRICES["ecr:gb-month"].usd_per_hour, 2)
 
 
-def delete_target(endpoint_name: pulumi.Input[str], role: aws.iam.Role, dead_letters: aws.sqs.Queue
-                  ) -> aws.scheduler.ScheduleTargetArgs:
-    """Scheduler's universal target that deletes ENDPOINT_NAME as ROLE, retried, with the dead-letter queue."""
-    return aws.scheduler.ScheduleTargetArgs(
-        arn=DELETE_ENDPOINT_TARGET, role_arn=role.arn,
-        input=pulumi.Output.json_dumps({"EndpointName": endpoint_name}),
-        retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(**TTL_RETRY),
-        dead_letter_config=aws.scheduler.ScheduleTargetDeadLetterConfigArgs(arn=dead_letters.arn))
-
-
-@dataclass(frozen=True)
-class TtlParts:
-    """The TTL's parts made before CreateEndpoint is called; the schedule made after it shares them."""
-
-    backstop: aws.scheduler.Schedule
-    role: aws.iam.Role
-    policy: pulumi.Resource
-    dead_letters: aws.sqs.Queue
-
-
 @dataclass(frozen=True)
 class CheckedArgs:
     """The arguments, checked whole before anything is registered."""
@@ -333,7 +282,13 @@ class SageMakerT4Endpoint(T4ServingComponent):
     endpoint_deletes_at: pulumi.Output[str] | None
     """With endpointTtl: when EventBridge Scheduler deletes the endpoint (UTC)."""
     ttl_dead_letter_queue_url: pulumi.Output[str] | None
-    """With endpointTtl: the queue where a delete that kept failing lands (then the endpoint still bills)."""
+    """With endpointTtl: the queue where the TTL's delete lands when it kept failing (then the endpoint still bills,
+    and the alarm on this queue notifies ttl_alarm_topic_arn)."""
+    ttl_backstop_dead_letter_queue_url: pulumi.Output[str] | None
+    """With endpointTtl: the backstop's queue; after a delete that worked, the backstop's finds no endpoint and lands
+    here (harmless: no alarm watches it; `status` counts a letter only while the endpoint it names still exists)."""
+    ttl_alarm_topic_arn: pulumi.Output[str] | None
+    """With endpointTtl: the SNS topic the alarm on a failed TTL delete notifies (ttlAlarmEmail subscribes to it)."""
     hf_token_secret_arn: pulumi.Output[str] | None
     """With hfToken: the Secrets Manager secret holding it (the container reads it at start)."""
     model_revision: pulumi.Output[str] | None
@@ -464,9 +419,9 @@ class SageMakerT4Endpoint(T4ServingComponent):
                              endpoint_name_start(prefix), settings.log_retention_days)
         scope = StackScope.current().tags()
         log_group = self._endpoint_logs(name, fleet, physical_name, settings.log_retention_days, {**tags, **scope})
-        # With a TTL, its delete schedule exists before CreateEndpoint is called (see _delete_after).
-        ttl_parts = self._ttl_before_create(name, ttl, physical_name, region, account, config, tags,
-                                            settings.autoscaling) if ttl is not None else None
+        # With a TTL, its delete schedule exists before CreateEndpoint is called (see ttl.delete_after).
+        ttl_parts = arm_before_create(name, ttl, physical_name, region, account, config, tags, settings.autoscaling,
+                                      settings.ttl_alarm_email, self) if ttl is not None else None
         before = [log_group, *([ttl_parts.backstop] if ttl_parts else [])]
         single = settings.fleet_change == FleetChange.SINGLE
         if single:
@@ -514,9 +469,12 @@ class SageMakerT4Endpoint(T4ServingComponent):
         most = cost_per_hour_usd(settings, settings.instances_max) if scaling is not None else None
         self.cost_per_hour_usd_max = pulumi.Output.from_input(most) if most is not None else None
         self.scalable_target = scaling.resource_id if scaling is not None else None
-        self.endpoint_deletes_at, self.ttl_dead_letter_queue_url = (
-            self._delete_after(name, ttl, endpoint, ttl_parts, region, aws_environment)
-            if ttl is not None and ttl_parts is not None else (None, None))
+        outputs = (delete_after(name, ttl, endpoint, ttl_parts, region, aws_environment, self)
+                   if ttl is not None and ttl_parts is not None else None)
+        self.endpoint_deletes_at = outputs.deletes_at if outputs else None
+        self.ttl_dead_letter_queue_url = outputs.dead_letter_queue_url if outputs else None
+        self.ttl_backstop_dead_letter_queue_url = outputs.backstop_dead_letter_queue_url if outputs else None
+        self.ttl_alarm_topic_arn = outputs.alarm_topic_arn if outputs else None
         guards = [cost_guard("endpointTtl", settings.endpoint_ttl.strip() if ttl is not None else None,
                              f"EventBridge Scheduler deletes the endpoint {settings.endpoint_ttl.strip()} after its "
                              "creation", "nothing deletes the endpoint: it bills until `pulumi destroy`",
@@ -644,105 +602,3 @@ class SageMakerT4Endpoint(T4ServingComponent):
         pulumi.log.info(f"autoscaling: {args.instances_min} to {args.instances_max} x {args.instance_type}, keeping "
                         f"{args.scaling_metric} at {args.scaling_target_value:g} per instance", resource=self)
         return target
-
-    def _ttl_before_create(self, name: str, ttl: timedelta, endpoint_name: pulumi.Output[str], region: str,
-                           account: pulumi.Output[str], config: aws.sagemaker.EndpointConfiguration,
-                           tags: dict[str, str], autoscaling: bool) -> TtlParts:
-        """What deletes the endpoint, made before CreateEndpoint is called: the dead-letter queue, the role that
-        may delete only this endpoint (by its name, known from the configuration's), and the backstop schedule,
-        from a clock read just before the create: that clock plus the longest the provider waits for InService,
-        the TTL and the backstop's hour. An `up` stopped during the endpoint's wait (Ctrl-C, a crash, a lost
-        laptop) leaves this schedule behind, and it deletes the endpoint.
-
-        Its clock is read once per endpoint name (the clock's trigger), so the backstop is armed when a configuration
-        first gets its endpoint. A later endpoint under the same name (after the TTL deleted the first: `pulumi
-        refresh`, `pulumi up`) cannot be seen before it exists and gets no new backstop; its first schedule is
-        re-armed from its own CreationTime on every `up` (_delete_after)."""
-        child = pulumi.ResourceOptions(parent=self)
-        dead_letters = aws.sqs.Queue(f"{name}-ttl-dlq", message_retention_seconds=DLQ_RETENTION_S,
-                                     sqs_managed_sse_enabled=True, tags=tags, opts=child)
-        # The aws partition's ARN: a region of another partition is refused at preview (settings' region).
-        endpoint_arn = pulumi.Output.all(endpoint_name, account).apply(
-            lambda found: f"arn:{catalog.AWS_PARTITION}:sagemaker:{region}:{found[1]}:endpoint/{found[0].lower()}")
-        statements: list[dict[str, pulumi.Input]] = [
-            {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint_arn},
-            {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": dead_letters.arn}]
-        if autoscaling:
-            # Deleting an autoscaled endpoint deregisters its target with the caller's rights, and fails
-            # without them. AWS's page asks for the action, not for a target's ARN (SageMaker developer guide,
-            # "Delete endpoints configured for auto scaling", endpoint-delete-with-scaling.html, read
-            # 2026-12-04): the check is made by Application Auto Scaling on SageMaker's behalf. It lets the
-            # role stop autoscaling, nothing more; DeleteEndpoint stays this endpoint's alone.
-            statements.append({"Effect": "Allow", "Action": "application-autoscaling:DeregisterScalableTarget",
-                               "Resource": "*"})
-        role, policy = service_role(f"{name}-ttl", "scheduler.amazonaws.com", statements, tags, self,
-                                    scheduler_trust(region, account))
-        target = delete_target(endpoint_name, role, dead_letters)
-        requested = command.local.Command(f"{name}-endpoint-requested-at", create=CLOCK, triggers=[endpoint_name],
-                                          opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
-        # The backstop: the same delete again, later. A delete refused while the endpoint is Updating is a 4xx,
-        # and whether Scheduler retries a universal target's 4xx is undocumented; if it does not, the first
-        # attempt goes to the dead-letter queue and only the backstop deletes the endpoint. After a delete that
-        # worked, the backstop's finds no endpoint and lands in the queue (status reads past it).
-        backstop = aws.scheduler.Schedule(
-            f"{name}-ttl-backstop",
-            schedule_expression=requested.stdout.apply(lambda at: one_time_expression(
-                at, CREATE_WAIT + ttl + TTL_BACKSTOP, f"{name}-endpoint-requested-at")),
-            schedule_expression_timezone="UTC",
-            flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
-            target=target,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[policy]))
-        return TtlParts(backstop, role, policy, dead_letters)
-
-    def _delete_after(self, name: str, ttl: timedelta, endpoint: aws.sagemaker.Endpoint, parts: TtlParts,
-                      region: str, environment: pulumi.Output[dict[str, str]]
-                      ) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
-        """EventBridge Scheduler deletes the endpoint ``ttl`` after its creation (SageMaker's CreationTime: the
-        ~13 minutes of creating count), with the role that can do only that, retries, and the dead-letter queue for
-        a delete that kept failing: the deadline the backstop (made before the create) gave is tightened to it.
-
-        The deadline is the endpoint's own: its CreationTime, read on every `pulumi up` and preview once the
-        endpoint exists (steps/created_at.py, a local run invoke). State cannot hold it: after the TTL fired,
-        `pulumi refresh` drops the endpoint and `pulumi up` creates a new one under the same name, and an endpoint
-        adopted after a Ctrl-C (`pulumi refresh --import-pending-creates`) was created long before the `up` that
-        records it; either gets the deadline its own creation gives. After the TTL fired, an `up` without a refresh
-        stops at that step with the line that says to refresh (the state still lists the endpoint SageMaker no
-        longer has); `pulumi destroy` needs none. A deadline that moves into the past (a lowered endpointTtl)
-        deletes the endpoint during that `up` (steps/ttl_passed.py): whether Scheduler ever fires a one-time
-        schedule set in the past is not documented."""
-        # The request waits for the endpoint's ARN: until the endpoint exists in this deployment (a preview of its
-        # creation), the invoke's input is unknown and so is its answer (pulumi/runtime/invoke.py), never an error.
-        request = pulumi.Output.all(endpoint.name, endpoint.arn).apply(
-            lambda found: created_at.CreatedAtRequest(endpoint_name=found[0]))
-        # It runs on every preview and `up`: only its stderr (a failure's line) is logged, not the time it prints.
-        created = command.local.run_output(command=created_at.command(),
-                                           environment=step_environment(environment, region, request),
-                                           logging=command.local.Logging.STDERR,
-                                           opts=pulumi.InvokeOutputOptions(parent=self))
-        deletes_at = created.stdout.apply(lambda at: (clock_time(at, created_at.MODULE) + ttl)
-                                          .strftime(created_at.TIME_FORMAT))
-        passed = command.local.Command(
-            f"{name}-ttl-passed", create=ttl_passed.command(),
-            environment=step_environment(environment, region, pulumi.Output.all(endpoint.name, deletes_at).apply(
-                lambda found: ttl_passed.TtlRequest(endpoint_name=found[0], deletes_at=found[1]))),
-            triggers=[deletes_at],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[endpoint]))
-        # This schedule and its right to delete follow the endpoint resource, not the name made before it: while a
-        # change's new endpoint is created, they still delete the old one at its deadline (if the new one fails,
-        # the old one serves on with its TTL); the backstop and the first policy already name the new one.
-        in_service = aws.iam.RolePolicy(f"{name}-ttl-in-service-policy", role=parts.role.id,
-                                        policy=pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": [
-                                            {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint",
-                                             "Resource": endpoint.arn}]}),
-                                        opts=pulumi.ResourceOptions(parent=self))
-        # A deadline already past is acted on before the schedule is moved to it.
-        aws.scheduler.Schedule(
-            f"{name}-ttl",
-            schedule_expression=deletes_at.apply(functools.partial(one_time_expression, after=timedelta(0))),
-            schedule_expression_timezone="UTC",
-            flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
-            target=delete_target(endpoint.name, parts.role, parts.dead_letters),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[parts.policy, in_service, passed]),
-        )
-        return deletes_at, parts.dead_letters.url
-

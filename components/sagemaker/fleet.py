@@ -58,6 +58,7 @@ NOT_FLEET: dict[str, str] = {
     "image_builder": "who builds the same image under the same tag",
     "fleet_change": "how the next new fleet rolls out",
     "endpoint_ttl": "the delete schedule, updated in place",
+    "ttl_alarm_email": "the alarm's e-mail subscription, beside the endpoint",
     "log_retention_days": "the log group's retention, updated in place",
 }
 

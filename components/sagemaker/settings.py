@@ -112,6 +112,7 @@ class SageMakerT4EndpointSettings(ServingSettings):
     image_builder: ImageBuilder = ImageBuilder.CODEBUILD
     fleet_change: FleetChange = FleetChange.BLUE_GREEN
     endpoint_ttl: str = catalog.DEFAULT_ENDPOINT_TTL
+    ttl_alarm_email: str = ""
     log_retention_days: int = 14
 
     @property
@@ -220,6 +221,17 @@ class SageMakerT4EndpointSettings(ServingSettings):
                               "the endpoint would fail while still starting",
                               Set("startupHealthCheckTimeoutSeconds", catalog.SAGEMAKER_DEFAULT_STARTUP_HEALTH_CHECK_S))
         return seconds
+
+    @field_validator("ttl_alarm_email")
+    @classmethod
+    def _alarm_email(cls, email: str) -> str:
+        email = email.strip()
+        # SNS takes any address and mails it a confirmation; one that is not an address is refused at `up`.
+        if email and not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", email):
+            raise ConfigError("ttlAlarmEmail", f"{email!r} is not an e-mail address",
+                              (Set("ttlAlarmEmail", "you@example.com"), " (or leave it empty: the alarm then "
+                               "notifies only its SNS topic)"))
+        return email
 
     @field_validator("log_retention_days")
     @classmethod

@@ -78,6 +78,8 @@ BENCH_PRICE_REGION = "us-east-2"
 BENCH_INSTANCE_PRICES = SAGEMAKER_REGIONAL_PRICES[BENCH_PRICE_REGION]
 AWS_PRICES = {
     "ecr:gb-month": Price(0.10, "AWS list price, ECR private storage, 2026"),
+    # The TTL's alarm on its dead-letter queue (components/sagemaker/ttl.py), while the stack exists.
+    "cloudwatch:alarm-month": Price(0.10, "AWS list price, CloudWatch standard-resolution alarm per metric, 2026"),
     # Per build minute, Linux build.general1.medium, on demand (aws.amazon.com/codebuild/pricing, transcribed
     # 2026-12-04 without a live read); CodeBuild bills whole minutes.
     "codebuild:general1.medium-minute": Price(0.01, "AWS CodeBuild pricing, general1.medium Linux, 2026-12-04"),

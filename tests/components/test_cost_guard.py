@@ -13,13 +13,14 @@ from conftest import REPO
 from gemma4_t4 import catalog
 from gemma4_t4.clouds.sagemaker.standins import AwsWorld
 from gemma4_t4.components.config.schema import parse_ttl
-from gemma4_t4.components.sagemaker import component as sagemaker
-from gemma4_t4.components.sagemaker.component import CLOCK
+from gemma4_t4.components.sagemaker import ttl
 from gemma4_t4.components.sagemaker.steps import created_at
+from gemma4_t4.components.sagemaker.ttl import CLOCK
 from gemma4_t4.core.plan import guard_lines
 
 INSTANCE = "gcp:compute/instance:Instance"
 SCHEDULE = "aws:scheduler/schedule:Schedule"
+QUEUE = "aws:sqs/queue:Queue"
 
 # --- GCE cost guard on the graph ---------------------------------------------------------------------
 
@@ -190,7 +191,7 @@ def test_the_ttl_is_a_day_by_default(run_stack, caplog):
 def test_no_schedule_when_the_ttl_is_off(run_stack, caplog, off):
     caplog.set_level(logging.WARNING)
     plan = run_stack("sagemaker-t4", f"endpointTtl={off}", "maxInstanceCount=3")
-    assert plan.find(SCHEDULE) == [] and plan.find("aws:sqs/queue:Queue") == []
+    assert plan.find(SCHEDULE) == [] and plan.find(QUEUE) == []
     assert "endpoint_deletes_at" not in plan.outputs
     # Off, at the most instances autoscaling may run: 3 x ml.g4dn.xlarge at $0.736/h (catalog, us-east-2) x 24.
     guard, = plan.outputs["cost_guards"]
@@ -227,7 +228,9 @@ def test_ttl_counts_from_the_endpoints_creation_time(run_stack):
     assert requested.inputs["create"] == CLOCK and requested.inputs["triggers"] == [endpoint.state["name"]]
     backstop = plan.one(SCHEDULE, "gemma4-t4-ttl-backstop").inputs
     assert backstop["scheduleExpression"] == "at(2030-01-01T10:30:00)"
-    assert backstop["target"] == schedule["target"] and backstop["flexibleTimeWindow"] == {"mode": "OFF"}
+    # The same delete, but a failure of its own lands in a queue of its own (see the dead-letter test below).
+    assert {**backstop["target"], "deadLetterConfig": None} == {**schedule["target"], "deadLetterConfig": None}
+    assert backstop["flexibleTimeWindow"] == {"mode": "OFF"}
     # An endpoint created at another time has its own deadline; the backstop's clock is not its.
     earlier = AwsWorld(endpoints={endpoint.state["name"]: "2029-12-31T23:46:40Z"})
     plan = run_stack("sagemaker-t4", "endpointTtl=8h30m", world={"sagemaker": earlier})
@@ -239,11 +242,33 @@ def test_ttl_counts_from_the_endpoints_creation_time(run_stack):
 def test_ttl_retries_and_keeps_what_failed_in_a_dead_letter_queue(run_stack):
     plan = run_stack("sagemaker-t4", "endpointTtl=2h")
     target = plan.one(SCHEDULE, "gemma4-t4-ttl").inputs["target"]
-    queue = plan.one("aws:sqs/queue:Queue")
+    queue = plan.one(QUEUE, "gemma4-t4-ttl-dlq")
     assert target["retryPolicy"] == {"maximumRetryAttempts": 185.0, "maximumEventAgeInSeconds": 86400.0}
     assert target["deadLetterConfig"] == {"arn": queue.state["arn"]}
     assert queue.inputs["messageRetentionSeconds"] == 14 * 24 * 3600 and queue.inputs["sqsManagedSseEnabled"] is True
     assert plan.outputs["ttl_dead_letter_queue_url"] == queue.state["url"]
+
+
+def test_an_alarm_watches_the_ttls_dead_letters_and_not_the_backstops(run_stack):
+    """A letter in the TTL's queue is a delete that failed while the endpoint was there; the backstop's harmless
+    failure (it fires after a delete that worked) lands in a queue of its own, which no alarm watches."""
+    plan = run_stack("sagemaker-t4", "endpointTtl=2h", "ttlAlarmEmail=ops@example.com")
+    ttl_queue, backstop_queue = plan.one(QUEUE, "gemma4-t4-ttl-dlq"), plan.one(QUEUE, "gemma4-t4-ttl-backstop-dlq")
+    backstop = plan.one(SCHEDULE, "gemma4-t4-ttl-backstop").inputs["target"]
+    assert backstop["deadLetterConfig"] == {"arn": backstop_queue.state["arn"]}
+    (alarm,) = [a.inputs for a in plan.find("aws:cloudwatch/metricAlarm:MetricAlarm")]
+    topic = plan.one("aws:sns/topic:Topic", "gemma4-t4-ttl-alarm")
+    assert alarm["dimensions"] == {"QueueName": ttl_queue.state["name"]} and alarm["alarmActions"] == [
+        topic.state["arn"]]
+    assert (alarm["namespace"], alarm["metricName"], alarm["threshold"], alarm["comparisonOperator"]) == (
+        "AWS/SQS", "ApproximateNumberOfMessagesVisible", 1.0, "GreaterThanOrEqualToThreshold")
+    subscription = plan.one("aws:sns/topicSubscription:TopicSubscription").inputs
+    assert subscription == {**subscription, "topic": topic.state["arn"], "protocol": "email",
+                            "endpoint": "ops@example.com"}
+    assert plan.outputs["ttl_alarm_topic_arn"] == topic.state["arn"]
+    assert plan.outputs["ttl_backstop_dead_letter_queue_url"] == backstop_queue.state["url"]
+    # Without an address, the topic alone (for the user's own subscription).
+    assert not run_stack("sagemaker-t4", "endpointTtl=2h").find("aws:sns/topicSubscription:TopicSubscription")
 
 
 def test_ttl_deletes_the_endpoint_with_a_role_that_can_do_only_that(run_stack):
@@ -256,7 +281,9 @@ def test_ttl_deletes_the_endpoint_with_a_role_that_can_do_only_that(run_stack):
     # The endpoint's ARN by its name (the role exists before the endpoint does): this account, this region.
     assert policy["Statement"] == [
         {"Effect": "Allow", "Action": "sagemaker:DeleteEndpoint", "Resource": endpoint["arn"]},
-        {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": plan.one("aws:sqs/queue:Queue").state["arn"]}]
+        {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": [plan.one(QUEUE, "gemma4-t4-ttl-dlq").state["arn"],
+                                                                      plan.one(QUEUE, "gemma4-t4-ttl-backstop-dlq")
+                                                                      .state["arn"]]}]
     trust = json.loads(plan.find("aws:iam/role:Role", "gemma4-t4-ttl")[0].inputs["assumeRolePolicy"])
     assert trust["Statement"][0]["Principal"] == {"Service": "scheduler.amazonaws.com"}
 
@@ -271,7 +298,7 @@ def test_the_plan_does_not_depend_on_when_it_runs(run_stack, monkeypatch):
         def now(cls, tz=None):
             return datetime(2031, 6, 1, tzinfo=tz or UTC)
 
-    monkeypatch.setattr(sagemaker, "datetime", Later)
+    monkeypatch.setattr(ttl, "datetime", Later)
     assert run_stack("sagemaker-t4", "endpointTtl=8h").one(SCHEDULE, "gemma4-t4-ttl").inputs["scheduleExpression"] \
         == first["scheduleExpression"]
 

@@ -12,10 +12,15 @@ import pytest
 from conftest import REPO
 from fixtures.record_upgrade import digest_long
 
+from gemma4_t4.catalog import AWS_PRICES
 from gemma4_t4.clouds import plan_stack
 
 RECORDED = json.loads((REPO / "tests" / "fixtures" / "upgrade-0.3.0.json").read_text())
 
+SAGEMAKER_CHILD = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$"
+TTL_ALARM = ("with endpointTtl, an alarm on the TTL's dead-letter queue, its SNS topic, and a dead-letter queue of the "
+             f"backstop's own are added (the alarm: ${AWS_PRICES['cloudwatch:alarm-month'].usd_per_hour:.2f}/month at "
+             "CloudWatch's list price)")
 STEP = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$command:local:Command::gemma4-t4-"
 IMAGE_STEP = ("urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoint$gemma4-t4:index:TuringImage"
               "$command:local:Command::gemma4-t4-image-")
@@ -46,6 +51,11 @@ EXPECTED: dict[str, dict[str, str]] = {
     IMAGE_STEP + "local-build": {"create": "the local image build step moved to gemma4_t4.components.sagemaker.steps"},
     STEP + "endpoint-watch": {"create": "the endpoint watch moved to gemma4_t4.components.sagemaker.steps"},
     STEP + "ttl-passed": {"create": "the TTL check moved to gemma4_t4.components.sagemaker.steps"},
+    # The backstop's failure after a delete that worked lands in its own queue, which no alarm watches.
+    SAGEMAKER_CHILD + "aws:scheduler/schedule:Schedule::gemma4-t4-ttl-backstop": {
+        "target": "the backstop schedule sends its failures to a dead-letter queue of its own, in place"},
+    SAGEMAKER_CHILD + "aws:iam/rolePolicy:RolePolicy::gemma4-t4-ttl-policy": {
+        "policy": "the TTL's role may also send to the backstop's queue, in place"},
     # The one replacement of the GCE VM this upgrade makes (ForceNew: metadata_startup_script), so that no later
     # setting or release replaces it: the startup-script no longer names the user-data's hash, and a new
     # user-data is applied on the running VM (cloudinit/scripts/guest_bundle.py).
@@ -69,6 +79,9 @@ ADDED: dict[str, str] = {
         "with `operators`, a custom role (read, stop, start the VM) and its grant on the VM are added",
     GCE_CHILD + "gcp:projects/service:Service::gemma4-t4-iap-api":
         "with `operators`, the IAP API is enabled (and left on at destroy)",
+    SAGEMAKER_CHILD + "aws:sqs/queue:Queue::gemma4-t4-ttl-backstop-dlq": TTL_ALARM,
+    SAGEMAKER_CHILD + "aws:sns/topic:Topic::gemma4-t4-ttl-alarm": TTL_ALARM,
+    SAGEMAKER_CHILD + "aws:cloudwatch/metricAlarm:MetricAlarm::gemma4-t4-ttl-delete-failed": TTL_ALARM,
 }
 
 

@@ -182,7 +182,9 @@ class SageMaker(Cloud):
         return SageMakerTarget(target["endpoint_name"], target["region"], endpoint_url=endpoint_url,
                                profile=target.get("profile"),
                                ttl_deletes_at=outputs.get("endpoint_deletes_at"),
-                               ttl_dead_letter_queue_url=outputs.get("ttl_dead_letter_queue_url"), stack=stack,
+                               ttl_dead_letter_queue_url=outputs.get("ttl_dead_letter_queue_url"),
+                               ttl_backstop_dead_letter_queue_url=outputs.get("ttl_backstop_dead_letter_queue_url"),
+                               stack=stack,
                                stack_tags=target.get("stack_tags"))
 
     def endpoint_target(self, endpoint: str, region: str, endpoint_url: str | None = None) -> Target:

@@ -34,7 +34,9 @@ MOCK_REGION = "us-east-2"
 # names and its endpoint-config type (SageMaker API Reference, DescribeEndpointConfig's EndpointConfigArn pattern
 # arn:aws[a-z-]*:sagemaker:REGION:ACCOUNT:endpoint-config/.*); EventBridge Scheduler's schedule ARN
 # arn:aws:scheduler:REGION:ACCOUNT:schedule/GROUP/NAME (Scheduler API Reference, GetSchedule); Secrets Manager adds
-# a hyphen and six random characters to the name (Secrets Manager User Guide, "Secret ARN": secret:NAME-a1b2c3).
+# a hyphen and six random characters to the name (Secrets Manager User Guide, "Secret ARN": secret:NAME-a1b2c3);
+# an SNS topic's TopicArn is arn:aws:sns:REGION:ACCOUNT:NAME (SNS API Reference, CreateTopic); a CloudWatch alarm's
+# AlarmArn arn:aws:cloudwatch:REGION:ACCOUNT:alarm:NAME (CloudWatch API Reference, MetricAlarm).
 _ARNS = {
     "aws:iam/role:Role": "arn:aws:iam::{account}:role/{name}",
     "aws:iam/policy:Policy": "arn:aws:iam::{account}:policy/{name}",
@@ -47,6 +49,8 @@ _ARNS = {
     "aws:sagemaker/model:Model": "arn:aws:sagemaker:{region}:{account}:model/{lower}",
     "aws:scheduler/schedule:Schedule": "arn:aws:scheduler:{region}:{account}:schedule/default/{name}",
     "aws:secretsmanager/secret:Secret": "arn:aws:secretsmanager:{region}:{account}:secret:{name}-AbCdEf",
+    "aws:sns/topic:Topic": "arn:aws:sns:{region}:{account}:{name}",
+    "aws:cloudwatch/metricAlarm:MetricAlarm": "arn:aws:cloudwatch:{region}:{account}:alarm:{name}",
 }
 
 

@@ -48,9 +48,11 @@ class SageMakerTarget:
     endpoint_url: str | None = None  # a local stand-in (tests); None for AWS
     profile: str | None = None  # the stack's aws:profile; None: the default chain (AWS_*, ~/.aws)
     # The stack's endpointTtl, when it has one: when the schedule deletes the endpoint, and the
-    # dead-letter queue where a delete that kept failing lands (then the endpoint still bills).
+    # dead-letter queues where the TTL's and the backstop's deletes land when they kept failing (a letter that names
+    # the endpoint still there: it was not deleted and bills).
     ttl_deletes_at: str | None = None
     ttl_dead_letter_queue_url: str | None = None
+    ttl_backstop_dead_letter_queue_url: str | None = None
     # The stack whose tags mark its endpoints: any other than ENDPOINT is outside the stack's state (an `up`
     # stopped during the endpoint's wait) and bills; None: not asked. STACK_TAGS: its organization, project and
     # stack tags as its target output records them (components/sagemaker/scope.py); None: a stack deployed by a
@@ -146,23 +148,25 @@ class SageMakerTarget:
             info["failure_reason"] = described["FailureReason"]
         if self.ttl_deletes_at:
             info["ttl_deletes_at"] = self.ttl_deletes_at
-        if self.ttl_dead_letter_queue_url:
-            failed = self.failed_ttl_deletes(described["CreationTime"])
+        queues = [url for url in (self.ttl_dead_letter_queue_url, self.ttl_backstop_dead_letter_queue_url) if url]
+        if queues:
+            failed = sum(self.failed_ttl_deletes(url, described["CreationTime"]) for url in queues)
             info["ttl_failed_deletes"] = failed
             if failed:
                 info["ttl_warning"] = (f"the TTL's delete failed {failed} time(s) and is not retried again: the "
                                        f"endpoint was NOT deleted and bills; delete it with `pulumi destroy` and read "
-                                       f"the reason in {self.ttl_dead_letter_queue_url}")
+                                       f"the reason in {' and '.join(queues)}")
         if self.stack:
             strays = self.strays()
             if strays:
                 info["not_in_the_stack"] = strays
         return info
 
-    def failed_ttl_deletes(self, created: Any) -> int:
-        """The TTL deletes Scheduler gave up on for THIS endpoint: dead letters that name it and were sent after it
-        was created. The queue also holds, for 14 days, the backstop's harmless failure after every delete that
-        worked, and the letters of an earlier endpoint of the same name; those are not this endpoint's."""
+    def failed_ttl_deletes(self, queue_url: str, created: Any) -> int:
+        """The deletes Scheduler gave up on for THIS endpoint, which still exists: dead letters in QUEUE_URL that
+        name it and were sent after it was created. A queue holds for 14 days the letters of an earlier endpoint of
+        the same name (and the backstop's, its harmless failure after a delete that worked); those are not this
+        endpoint's."""
         sqs = self._session.client("sqs", endpoint_url=self.endpoint_url)
         # A dead letter's body is "a JSON payload containing invocation details and any response received from the
         # target" (EventBridge Scheduler User Guide, "Configuring a dead-letter queue"): the endpoint's name is read
@@ -171,7 +175,7 @@ class SageMakerTarget:
         since_ms = created.timestamp() * 1000
         seen: dict[str, bool] = {}
         for _ in range(10):  # short polls sample the queue's servers: ask until nothing new comes back
-            messages = self._call(sqs.receive_message, QueueUrl=self.ttl_dead_letter_queue_url,
+            messages = self._call(sqs.receive_message, QueueUrl=queue_url,
                                   MaxNumberOfMessages=10, VisibilityTimeout=0,
                                   AttributeNames=["SentTimestamp"]).get("Messages", [])
             new = [m for m in messages if m["MessageId"] not in seen]

@@ -4,6 +4,7 @@ with a key and source ranges, no external IP with Cloud NAT, and per-instance gr
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -291,6 +292,18 @@ def test_operators_get_the_tunnel_and_os_login_on_this_instance_only(run_stack):
     kept = run_stack("gce-t4", "operators=group:oncall@example.com")
     assert [m.name for m in kept.find(LOGIN_MEMBER)] == [m.name for m in logins if "oncall" in m.inputs["member"]]
     assert kept.one(CUSTOM_ROLE).name == role.name, "one role per stack, whoever the operators are"
+
+
+def test_two_long_prefixes_alike_in_their_first_characters_get_two_operator_roles():
+    """IAM's role ids stop at 64 characters: two stacks whose namePrefix differ only past that must not share
+    (and fight over) one custom role."""
+    from gemma4_t4.components.gce.component import operator_role_id
+
+    common = "team-inference-experiments-gemma4-serving-west-"
+    first, second = operator_role_id(common + "alpha-one"), operator_role_id(common + "alpha-two")
+    assert first != second and len(first) == len(second) == 64
+    assert re.fullmatch(r"[A-Za-z0-9_.]{3,64}", first)
+    assert operator_role_id("gemma4-t4") == "gemma4t4Operator_gemma4_t4", "a short id is kept as it was"
 
 
 def test_operators_as_a_list_from_the_stack_file():

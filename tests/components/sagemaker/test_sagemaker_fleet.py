@@ -203,6 +203,7 @@ ALTERNATES: dict[str, tuple[dict, dict]] = {
     "fleet_change": ({}, {"fleet_change": "single"}),
     "endpoint_ttl": ({}, {"endpoint_ttl": "8h"}),
     "log_retention_days": ({}, {"log_retention_days": 30}),
+    "ttl_alarm_email": ({}, {"ttl_alarm_email": "ops@example.com"}),
     "hf_token": ({}, {"hf_token": "hf_x"}),
 }
 FLEET_TYPES = ("aws:sagemaker/model:Model", "aws:sagemaker/endpointConfiguration:EndpointConfiguration",

@@ -390,6 +390,8 @@ REFUSED = [
     # CloudWatch's retentions only (a retention it refuses would fail the `up` after the build).
     ("logRetentionDays=15", "gemma4-t4:logRetentionDays", "logRetentionDays 14"),
     ("logRetentionDays=0", "gemma4-t4:logRetentionDays", "logRetentionDays 1"),
+    # An alarm address SNS would mail its confirmation to, refused before anything is made.
+    ("ttlAlarmEmail=ops", "gemma4-t4:ttlAlarmEmail", "ttlAlarmEmail you@example.com"),
     # Partitions other than aws: the roles' ARNs are arn:aws:..., and the base lives in the aws partition.
     ("aws:region=cn-north-1", "aws:region", "aws:region us-east-2"),
     ("aws:region=us-gov-west-1", "aws:region", "aws:region us-east-2"),
@@ -832,8 +834,12 @@ def test_the_plans_stand_ins_give_arns_as_aws_returns_them(run_stack):
     plan = run_stack("sagemaker-t4")
     role = plan.one("aws:iam/role:Role", "gemma4-t4-ttl").state
     assert role["arn"] == f"arn:aws:iam::123456789012:role/{role['name']}"
-    queue = plan.one("aws:sqs/queue:Queue").state
+    queue = plan.one("aws:sqs/queue:Queue", "gemma4-t4-ttl-dlq").state
     assert queue["arn"] == f"arn:aws:sqs:us-east-2:123456789012:{queue['name']}"
+    topic = plan.one("aws:sns/topic:Topic").state
+    assert topic["arn"] == f"arn:aws:sns:us-east-2:123456789012:{topic['name']}"
+    alarm = plan.one("aws:cloudwatch/metricAlarm:MetricAlarm").state
+    assert alarm["arn"] == f"arn:aws:cloudwatch:us-east-2:123456789012:alarm:{alarm['name']}"
     (group,) = [g.state for g in plan.find("aws:cloudwatch/logGroup:LogGroup")
                 if g.name.startswith("gemma4-t4-endpoint-logs-")]
     assert group["arn"] == f"arn:aws:logs:us-east-2:123456789012:log-group:{group['name']}"

@@ -22,6 +22,8 @@ from gemma4_t4.components.sagemaker.steps import created_at, ttl_passed
 pytestmark = pytest.mark.standin
 
 SCHEDULE = "aws:scheduler/schedule:Schedule"
+QUEUE = "aws:sqs/queue:Queue"
+ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 ENDPOINT = "aws:sagemaker/endpoint:Endpoint"
 TTL_PASSED = ("command:local:Command", "gemma4-t4-ttl-passed")
 # EventBridge Scheduler's one-time expression (API reference, ScheduleExpression).
@@ -79,6 +81,16 @@ def schedule_request(plan, name: str, role_arn: str, queue_arn: str) -> dict:
                        "DeadLetterConfig": {"Arn": queue_arn}}}
 
 
+def make_queue(moto, plan, name: str) -> tuple[str, str]:
+    """The planned queue NAME made in moto: its URL and ARN."""
+    sqs = moto.client("sqs")
+    queue = plan.one(QUEUE, name).inputs
+    url = sqs.create_queue(QueueName=name, Attributes={
+        "MessageRetentionPeriod": str(int(queue["messageRetentionSeconds"])),
+        "SqsManagedSseEnabled": str(queue["sqsManagedSseEnabled"]).lower()})["QueueUrl"]
+    return url, sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+
 @pytest.fixture
 def deployed(moto, run_stack, monkeypatch):
     """The planned TTL resources made in moto for the stack's endpoint, made in moto an hour ago."""
@@ -87,27 +99,56 @@ def deployed(moto, run_stack, monkeypatch):
     name, created = planned_endpoint_name(), seconds_ago(3600)
     endpoint_arn = create_endpoint(moto, name, created)
     plan = plan_against(moto, run_stack, "endpointTtl=8h")
-    iam, sqs = moto.client("iam"), moto.client("sqs")
+    iam = moto.client("iam")
 
-    queue = plan.one("aws:sqs/queue:Queue").inputs
-    queue_url = sqs.create_queue(QueueName="gemma4-t4-ttl-dlq", Attributes={
-        "MessageRetentionPeriod": str(int(queue["messageRetentionSeconds"])),
-        "SqsManagedSseEnabled": str(queue["sqsManagedSseEnabled"]).lower()})["QueueUrl"]
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    queue_url, queue_arn = make_queue(moto, plan, "gemma4-t4-ttl-dlq")
+    backstop_url, backstop_arn = make_queue(moto, plan, "gemma4-t4-ttl-backstop-dlq")
     assert plan.one(ENDPOINT).state["arn"] == endpoint_arn
 
     role = plan.find("aws:iam/role:Role", "gemma4-t4-ttl")[0].inputs
     role_arn = iam.create_role(RoleName="gemma4-t4-ttl", AssumeRolePolicyDocument=role["assumeRolePolicy"])["Role"]["Arn"]
     policy = plan.find("aws:iam/rolePolicy:RolePolicy", "gemma4-t4-ttl-policy")[0].inputs["policy"]
-    iam.put_role_policy(RoleName="gemma4-t4-ttl", PolicyName="gemma4-t4-ttl-policy",
-                        PolicyDocument=policy.replace(plan.one("aws:sqs/queue:Queue").state["arn"], queue_arn))
+    for planned, made in ((queue_arn, "gemma4-t4-ttl-dlq"), (backstop_arn, "gemma4-t4-ttl-backstop-dlq")):
+        policy = policy.replace(plan.one(QUEUE, made).state["arn"], planned)
+    iam.put_role_policy(RoleName="gemma4-t4-ttl", PolicyName="gemma4-t4-ttl-policy", PolicyDocument=policy)
 
-    for schedule in ("gemma4-t4-ttl", "gemma4-t4-ttl-backstop"):
-        moto.client("scheduler").create_schedule(**schedule_request(plan, schedule, role_arn, queue_arn))
+    scheduler = moto.client("scheduler")
+    scheduler.create_schedule(**schedule_request(plan, "gemma4-t4-ttl", role_arn, queue_arn))
+    scheduler.create_schedule(**schedule_request(plan, "gemma4-t4-ttl-backstop", role_arn, backstop_arn))
+    make_alarm(moto, plan, queue_name="gemma4-t4-ttl-dlq")
     return {"schedule": "gemma4-t4-ttl", "backstop": "gemma4-t4-ttl-backstop", "queue_url": queue_url,
-            "queue_arn": queue_arn, "role_arn": role_arn, "endpoint": name, "endpoint_arn": endpoint_arn,
-            "created": created, "plan": plan, "expression": plan.one(SCHEDULE, "gemma4-t4-ttl").inputs[
-                "scheduleExpression"]}
+            "queue_arn": queue_arn, "backstop_queue_url": backstop_url, "role_arn": role_arn, "endpoint": name,
+            "endpoint_arn": endpoint_arn, "created": created, "plan": plan,
+            "expression": plan.one(SCHEDULE, "gemma4-t4-ttl").inputs["scheduleExpression"]}
+
+
+def make_alarm(moto, plan, queue_name: str) -> None:
+    """The planned alarm and its topic made in moto, on the queue the plan names (by its moto name)."""
+    topic_arn = moto.client("sns").create_topic(Name="gemma4-t4-ttl-alarm")["TopicArn"]
+    alarm = plan.one(ALARM, "gemma4-t4-ttl-delete-failed").inputs
+    queues = {q.state["name"]: q.name for q in plan.find(QUEUE)}
+    (dimension,) = alarm["dimensions"].items()
+    assert dimension[0] == "QueueName" and queues[dimension[1]] == queue_name, (dimension, queues)
+    moto.client("cloudwatch").put_metric_alarm(
+        AlarmName="gemma4-t4-ttl-delete-failed", Namespace=alarm["namespace"], MetricName=alarm["metricName"],
+        Statistic=alarm["statistic"], Period=int(alarm["period"]), EvaluationPeriods=int(alarm["evaluationPeriods"]),
+        Threshold=alarm["threshold"], ComparisonOperator=alarm["comparisonOperator"],
+        TreatMissingData=alarm["treatMissingData"], Dimensions=[{"Name": "QueueName", "Value": queue_name}],
+        AlarmActions=[topic_arn])
+
+
+def alarm_fires(moto) -> bool:
+    """CloudWatch's verdict on the alarm from its queue's metric, evaluated here (moto does not evaluate alarms):
+    ApproximateNumberOfMessagesVisible is the queue's ApproximateNumberOfMessages attribute (Amazon SQS Developer
+    Guide, "Available CloudWatch metrics for Amazon SQS"), compared as the alarm says."""
+    (alarm,) = moto.client("cloudwatch").describe_alarms(AlarmNames=["gemma4-t4-ttl-delete-failed"])["MetricAlarms"]
+    assert alarm["MetricName"] == "ApproximateNumberOfMessagesVisible" and alarm["Namespace"] == "AWS/SQS"
+    assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold" and alarm["AlarmActions"]
+    sqs = moto.client("sqs")
+    url = sqs.get_queue_url(QueueName=alarm["Dimensions"][0]["Value"])["QueueUrl"]
+    visible = int(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])[
+        "Attributes"]["ApproximateNumberOfMessages"])
+    return visible >= alarm["Threshold"]
 
 
 def refuse_delete_while_busy(monkeypatch) -> None:
@@ -163,6 +204,7 @@ def test_a_delete_that_keeps_failing_lands_in_the_dead_letter_queue(moto, deploy
     set_endpoint_status(deployed["endpoint"], "Updating")
     firing = fire_schedule(moto, deployed["schedule"], endpoint_arn_of, max_attempts=4)
     assert not firing.delivered and endpoint_exists(moto, deployed["endpoint"])
+    assert alarm_fires(moto), "a delete that really failed: the endpoint bills on"
     (letter,) = dead_letters(moto, deployed["queue_url"])
     assert json.loads(letter["input"]) == {"EndpointName": deployed["endpoint"]}
     assert len(letter["errors"]) == 4 and "Cannot update in-progress endpoint" in letter["errors"][-1]
@@ -187,6 +229,11 @@ def test_after_a_delete_that_worked_the_backstop_finds_nothing_to_delete(moto, d
     backstop = fire_schedule(moto, deployed["backstop"], endpoint_arn_of, max_attempts=1)
     assert not backstop.delivered and not endpoint_exists(moto, deployed["endpoint"])
     assert "Could not find endpoint" in backstop.errors[0]
+    # Its harmless failure lands in its own queue, which no alarm watches: nobody is told of a failed delete.
+    assert not alarm_fires(moto)
+    assert dead_letters(moto, deployed["queue_url"]) == []
+    (letter,) = dead_letters(moto, deployed["backstop_queue_url"])
+    assert letter["schedule"] == deployed["backstop"]
 
 
 def test_the_role_may_delete_only_its_endpoint(moto, deployed):
@@ -207,7 +254,8 @@ def test_status_says_when_the_ttl_fires_and_warns_of_a_delete_that_failed(moto, 
     assert plan_outputs["endpoint_deletes_at"] == utc(deployed["created"] + timedelta(hours=8))
     outputs = {"cloud": "sagemaker", "target": {"endpoint_name": deployed["endpoint"], "region": "us-east-2"},
                "endpoint_deletes_at": plan_outputs["endpoint_deletes_at"],
-               "ttl_dead_letter_queue_url": deployed["queue_url"]}
+               "ttl_dead_letter_queue_url": deployed["queue_url"],
+               "ttl_backstop_dead_letter_queue_url": deployed["backstop_queue_url"]}
     details = clouds.target_from_outputs("sagemaker-t4", outputs).describe()
     assert details["ttl_deletes_at"] == plan_outputs["endpoint_deletes_at"] and details["ttl_failed_deletes"] == 0
     assert "ttl_warning" not in details
@@ -216,6 +264,10 @@ def test_status_says_when_the_ttl_fires_and_warns_of_a_delete_that_failed(moto, 
     assert not fire_schedule(moto, deployed["schedule"], endpoint_arn_of, max_attempts=2).delivered
     details = clouds.target_from_outputs("sagemaker-t4", outputs).describe()
     assert details["ttl_failed_deletes"] == 1 and "NOT deleted and bills" in details["ttl_warning"]
+    # The backstop refused too (the endpoint still Updating an hour on): its letter names the endpoint still there.
+    assert not fire_schedule(moto, deployed["backstop"], endpoint_arn_of, max_attempts=1).delivered
+    details = clouds.target_from_outputs("sagemaker-t4", outputs).describe()
+    assert details["ttl_failed_deletes"] == 2 and deployed["backstop_queue_url"] in details["ttl_warning"]
 
 
 # --- the deadline follows the endpoint's CreationTime (issue 35) ---------------------------------------------
