@@ -56,7 +56,7 @@ SELF_UNIT = "gemma4-t4-guest-watch.service"
 # What vLLM runs from, besides its venv (which provisioning switches): its unit, the scripts its unit starts, the
 # lock and the clamp provisioning installs into the venv.
 VLLM_INPUTS = (f"{UNIT_DIR}{VLLM_UNIT}", f"{LIB_DIR}serve.sh", f"{LIB_DIR}preflight.sh", f"{LIB_DIR}nvidia-uvm.sh",
-               f"{LIB_DIR}vllm_key_gate.py", "/opt/gemma4-t4/")
+               f"{LIB_DIR}vllm-path/", "/opt/gemma4-t4/")
 # guest.env keys only provisioning or the idle stop read (each at its next run): a change restarts no vLLM.
 NOT_VLLMS = frozenset({"IDLE_STOP_MINUTES", "SWAP_SIZE_GB"})
 # The long-running units whose script or unit may change: restarted when one does (the idle stop is a timer's

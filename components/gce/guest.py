@@ -29,6 +29,9 @@ GUEST_DIR = files("gemma4_t4.cloudinit")
 GCE_METADATA_VALUE_LIMIT = 256 * 1024
 
 LIB_DIR = "/usr/local/lib/gemma4-t4"
+# What vLLM's process may import besides its venv (its PYTHONPATH with the key gate): a folder of its own, so that no
+# guest script's module (progress, hf_token, ...) can shadow a package of vLLM's venv.
+VLLM_PATH_DIR = f"{LIB_DIR}/vllm-path"
 ETC_DIR = "/etc/gemma4-t4"
 UNIT_DIR = "/etc/systemd/system"
 CLAMP_SRC = "/opt/gemma4-t4/turing"
@@ -161,7 +164,7 @@ def render_serving_env(serving_args: list[str], port: int = 8000, checkpoint_byt
         if not api_key or any(c.isspace() for c in api_key):
             raise ValueError("the API key is empty or holds whitespace: it is one line of vLLM's environment file")
         values[catalog.vllm.API_KEY_ENV] = api_key
-        values["PYTHONPATH"] = LIB_DIR  # where the key gate's module is (cloudinit/scripts/vllm_key_gate.py)
+        values["PYTHONPATH"] = VLLM_PATH_DIR  # the key gate's module alone (cloudinit/vllm_path/vllm_key_gate.py)
     if hf_token_secret is not None:
         values[HF_TOKEN_SECRET_ENV] = hf_token_secret
     text = _env_file(values)
@@ -177,6 +180,8 @@ def render_user_data(settings: GuestSettings) -> str:
     units = guest_units()
     write_files = (
         [{"path": f"{LIB_DIR}/{s.name}", "permissions": "0755", "content": s.read_text()} for s in scripts]
+        + [{"path": f"{VLLM_PATH_DIR}/{m.name}", "permissions": "0644", "content": m.read_text()}
+           for m in vllm_path_modules()]
         + [{"path": f"{UNIT_DIR}/{u.name}", "permissions": "0644", "content": u.read_text()} for u in units]
         + [
             {"path": f"{ETC_DIR}/guest.env", "permissions": "0644", "content": _env_file(guest_env(settings))},
@@ -217,6 +222,10 @@ def _listed(folder: Traversable, suffixes: tuple[str, ...]) -> list[Traversable]
 
 def guest_scripts() -> list[Traversable]:
     return _listed(GUEST_DIR / "scripts", (".sh", ".py"))
+
+
+def vllm_path_modules() -> list[Traversable]:
+    return _listed(GUEST_DIR / "vllm_path", (".py",))
 
 
 def guest_units() -> list[Traversable]:

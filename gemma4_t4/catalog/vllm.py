@@ -88,7 +88,7 @@ REQUESTS_FINISHED = "vllm:request_success_total"
 API_KEY_ENV = "VLLM_API_KEY"
 API_KEY_GUARDED_PREFIXES = ("/v1", "/v2", "/inference", "/cohere")
 # So a VM exposed beyond its loopback (allowNonLoopbackHost) runs vLLM with an ASGI middleware of the guest's own
-# (cloudinit/scripts/vllm_key_gate.py) that asks the same key on every path from any client but loopback. vLLM
+# (cloudinit/vllm_path/vllm_key_gate.py) that asks the same key on every path from any client but loopback. vLLM
 # loads it by import path: `--middleware` "Additional ASGI middleware to apply to the app ... If a class is
 # provided, vLLM will add it to the server using app.add_middleware()" (vllm/entrypoints/openai/cli_args.py,
 # FrontendArgs.middleware). The guest's scripts folder is on vLLM's PYTHONPATH for it.

@@ -1,4 +1,4 @@
-"""The key gate a VM exposed beyond loopback runs vLLM with (cloudinit/scripts/vllm_key_gate.py): vLLM checks its
+"""The key gate a VM exposed beyond loopback runs vLLM with (cloudinit/vllm_path/vllm_key_gate.py): vLLM checks its
 key under /v1, /v2, /inference and /cohere only (catalog.vllm.API_KEY_GUARDED_PREFIXES), so the gate asks it on every
 other route too. Exercised as vLLM loads it: a class `app.add_middleware()` wraps around a Starlette app (vLLM's
 FastAPI is one) holding routes of vLLM's own names, called through httpx's ASGI transport from a given peer."""
@@ -10,6 +10,7 @@ import importlib.util
 
 import httpx
 import pytest
+import yaml
 from conftest import REPO
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
@@ -24,7 +25,7 @@ OPEN_IN_VLLM = ("/invocations", "/pause", "/abort_requests", "/tokenize", "/metr
 
 
 def gate_module():
-    spec = importlib.util.spec_from_file_location("vllm_key_gate", REPO / "cloudinit" / "scripts" / "vllm_key_gate.py")
+    spec = importlib.util.spec_from_file_location("vllm_key_gate", REPO / "cloudinit" / "vllm_path" / "vllm_key_gate.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -72,7 +73,13 @@ def test_a_keyed_vm_runs_vllm_with_the_gate_importable_and_an_unkeyed_one_withou
     keyed = render.render_serving_env(["--model", "m", "--host", "0.0.0.0"], 8000, 0, api_key=KEY)
     args = next(line for line in keyed.splitlines() if line.startswith("VLLM_ARGS="))
     assert f"--middleware {catalog.vllm.KEY_GATE_MIDDLEWARE}" in args
-    assert f"\nPYTHONPATH={render.LIB_DIR}\n" in keyed
+    # vLLM's import path gains the gate's folder alone: no guest script (progress, hf_token, ...) can shadow a
+    # package of vLLM's venv.
+    assert f"\nPYTHONPATH={render.VLLM_PATH_DIR}\n" in keyed
     module, _, cls = catalog.vllm.KEY_GATE_MIDDLEWARE.rpartition(".")
-    assert hasattr(gate_module(), cls) and (REPO / "cloudinit" / "scripts" / f"{module}.py").is_file()
+    assert hasattr(gate_module(), cls)
+    assert [m.name for m in render.vllm_path_modules()] == [f"{module}.py"]
+    files = yaml.safe_load(render.render_user_data(render.GuestSettings("gemma4-data", 16)))["write_files"]
+    assert [f["path"] for f in files if f["path"].startswith(render.VLLM_PATH_DIR + "/")] == [
+        f"{render.VLLM_PATH_DIR}/{module}.py"]
     assert "--middleware" not in render.render_serving_env(["--model", "m"], 8000, 0)
