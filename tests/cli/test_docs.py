@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import docs_examples
+import pytest
 from conftest import REPO
 
 from gemma4_t4 import generate, project_file
@@ -51,3 +53,18 @@ def test_the_config_reference_is_the_schemas():
 def test_no_page_a_user_reads_uses_the_projects_own_words():
     for name, text in {"README.md": README, **DOCS}.items():
         assert not re.search(r"\bseeds?\b(?! questions)|seed \d{3}|\bissue \d+|<!-- issue", text, re.IGNORECASE), name
+
+
+def test_the_pages_examples_are_found_both_kinds():
+    """What the test below runs is read from the pages: a change to how they are written cannot leave it nothing."""
+    found = docs_examples.examples()
+    assert {example.page for example in found} >= {"README.md", "docs/library.md"}
+    assert {example.runner for example in found} == {docs_examples.PROGRAM, docs_examples.UNIT_TEST}
+
+
+@pytest.mark.parametrize("example", docs_examples.examples(), ids=lambda example: example.id)
+def test_every_python_example_of_the_pages_runs_as_written_on_the_locked_versions(example, tmp_path):
+    """On the versions requirements.lock holds (this checkout's environment); tests/install/test_wheel.py runs the
+    same on the lowest versions pyproject.toml allows."""
+    done = docs_examples.run(example, sys.executable, tmp_path / "example")
+    assert docs_examples.ran(done), f"{example.id}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
