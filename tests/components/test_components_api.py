@@ -50,6 +50,16 @@ def test_an_argument_the_component_does_not_have_is_refused_with_the_one_it_mean
     assert error.fix.endswith("; did you mean GceT4ServerArgs(max_model_len=8192)?")
 
 
+@pytest.mark.parametrize(("args", "value"), [({"max_model_len": 8192, "maxModelLen": 4096}, "VALUE"),
+                                             ({"maxModelLen": 8192, "max_model_len": 8192}, "8192")])
+def test_one_argument_in_both_spellings_is_refused_as_one_argument_given_twice(args, value):
+    """Not "max_model_len is not a setting; did you mean max_model_len?": the two spellings are one setting."""
+    error = refused(lambda: GceT4Server("llm", args))
+    assert error.key == "max_model_len" and "is given twice, as max_model_len (" in error.problem
+    assert "and as maxModelLen (" in error.problem and "not a setting" not in str(error)
+    assert error.fix == f"give it once: GceT4ServerArgs(max_model_len={value})"
+
+
 def test_an_argument_near_no_setting_is_refused_without_a_guess():
     error = refused(lambda: GceT4Server("llm", {"colour": "blue"}))
     assert error.fix == "leave colour out of GceT4ServerArgs"
@@ -67,6 +77,27 @@ def test_an_argument_the_image_does_not_have_is_refused_with_the_one_it_means(gi
                                                 "vllm_version": "0.1", "region": "us-east-2", given: True}))
     assert error.key == named and "is not a setting of this component" in error.problem
     assert error.fix == fix
+
+
+def test_the_image_takes_no_argument_as_the_readme_says_of_every_component():
+    """The catalog's base image and its vLLM, built in the region of the AWS provider it is given."""
+    def program():
+        ireland = pulumi_aws.Provider("ireland", region="eu-west-1")
+        TuringImage("img", opts=pulumi.ResourceOptions(provider=ireland))
+
+    plan = run(program, config={"aws:region": "us-east-2"})
+    assert plan.one("gemma4-t4:index:TuringImage").registered_outputs["tag"].startswith(
+        f"vllm-{catalog.PINS['vllm.sagemaker']}-sm75-")
+    build = plan.one("command:local:Command", "img-codebuild-run").inputs["environment"]
+    assert build["AWS_REGION"] == "eu-west-1"
+    default = run(lambda: TuringImage("img"), config={"aws:region": "us-east-2"})
+    assert default.one("command:local:Command", "img-codebuild-run").inputs["environment"]["AWS_REGION"] == "us-east-2"
+
+
+def test_another_base_image_without_its_vllm_version_is_refused():
+    error = refused(lambda: TuringImage("img", {"base_image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1",
+                                                "region": "us-east-1"}))
+    assert error.key == "vllm_version" and error.fix == "TuringImageArgs(vllm_version=VALUE)"
 
 
 def test_an_image_builder_the_image_does_not_know_is_refused_with_the_choices():

@@ -97,8 +97,12 @@ def dist(tmp_path_factory) -> Path:
     """The two wheels, as `make dist` builds them."""
     dist = tmp_path_factory.mktemp("dist")
     _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(REPO / "turing"),
-         str(REPO))
+         str(REPO), env={**_user_env(), "GEMMA4_T4_REPOSITORY_URL": REPOSITORY_REMOTE})
     return dist
+
+
+# The repository setting `make dist` takes (docs/library.md), as a clone's ssh remote spells it.
+REPOSITORY_REMOTE = "git@github.com:example/gemma4-t4.git"
 
 
 @pytest.fixture(scope="module")
@@ -196,7 +200,7 @@ def test_the_installed_cli_plans_the_shipped_stacks_from_an_empty_directory(with
     assert all(str(v) in json.dumps(plan) for v in preset.values())
 
 
-def test_both_wheels_carry_the_license_and_its_metadata(dist):
+def test_both_wheels_carry_the_license_the_readme_and_the_repositorys_url(dist):
     import zipfile
 
     wheels = sorted(dist.glob("*.whl"))
@@ -207,6 +211,12 @@ def test_both_wheels_carry_the_license_and_its_metadata(dist):
             assert whl.read(f"{info}/licenses/LICENSE") == (REPO / "LICENSE").read_bytes()
             metadata = whl.read(f"{info}/METADATA").decode().splitlines()
         assert {"License-Expression: Apache-2.0", "License-File: LICENSE"} <= set(metadata), wheel.name
+        if wheel.name.startswith("gemma4_t4-"):
+            # What a package index and `pip show` show: the README as the description, the repository's URL.
+            assert {"Description-Content-Type: text/markdown",
+                    "Project-URL: Repository, https://github.com/example/gemma4-t4"} <= set(metadata)
+            assert "\n".join(metadata).rstrip().endswith((REPO / "README.md").read_text().rstrip())
+            assert not [line for line in metadata if line.startswith("Provides-Extra:") and "ops" not in line]
     assert (REPO / "turing" / "LICENSE").read_bytes() == (REPO / "LICENSE").read_bytes()
 
 
