@@ -35,7 +35,8 @@ PROVIDERS = "pulumi:providers:"
 class ProviderMocks(pulumi.runtime.Mocks):
     """Pulumi's mocks, answering as the GCP, AWS and Command providers do. GCE and AWS: what exists before the
     program runs (default: nothing, a first `pulumi up`); INVOKES: more provider functions, by token, each an
-    args -> result callable (raise ProviderInvokeError with the provider's text for a failure)."""
+    args -> result callable (raise ProviderInvokeError with the provider's text for a failure). An explicit provider
+    the program passes answers as itself: an aws.Provider with its region, a gcp.Provider in its project."""
 
     def __init__(self, gce: GceWorld | None = None, aws: AwsWorld | None = None,
                  invokes: Mapping[str, Invoke] | None = None) -> None:
