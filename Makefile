@@ -15,7 +15,7 @@ PIP := --quiet --disable-pip-version-check
 # PyTorch's own CPU wheels (~200 MB) where that index answers (tests/torch-cpu-index.sh says why).
 TORCH_CPU_INDEX = $(shell PYTHON=$(PY) tests/torch-cpu-index.sh)
 LOCK_FLAGS := --quiet --universal --python-version 3.11 --generate-hashes \
-  --extra ops --extra dev --no-emit-package gemma4-turing-clamp --custom-compile-command "make lock"
+  --extra ops --group dev --no-emit-package gemma4-turing-clamp --custom-compile-command "make lock"
 # What needs an environment, a server, a stand-in API, a build, the index or a boot; the rest is FAST.
 SLOW := wheels or server or standin or build or image or index or boot
 FAST := not ($(SLOW))
@@ -34,7 +34,7 @@ $(VENV)/.installed: requirements.lock pyproject.toml turing/pyproject.toml
 	$(VENV)/bin/pip install $(PIP) --no-deps --no-build-isolation -e ./turing -e .
 	touch $@
 
-# requirements.lock from pyproject.toml's ranges and the ops and dev extras: one resolution for CPython 3.11
+# requirements.lock from pyproject.toml's ranges, the ops extra and the dev group: one resolution for CPython 3.11
 # and later on any platform (uv's universal mode, markers where they differ), every file's hash (tests/
 # test_lock.py holds it current). The clamp comes from turing/ ([tool.uv.sources]; not on PyPI).
 lock: $(VENV)/.installed
@@ -130,7 +130,8 @@ device-bundle: fit-env
 	     $$src/v1/kv_cache_interface.py $$out/ && \
 	  $(PY) turing/gpu/vllm_shim.py --release-dir $$out --version $$v --out $$out/shim || exit 1; done
 
-# Both wheels, gemma4-t4 and the clamp distribution it pins, into dist/: `pip install dist/*.whl`.
+# Both wheels, gemma4-t4 and the clamp distribution it pins, into dist/: `pip install dist/*.whl`. Their
+# Project-URL is GEMMA4_T4_REPOSITORY_URL, else this clone's origin (setup.py; docs/library.md).
 dist: $(VENV)/.installed
 	rm -rf dist build/lib && $(VENV)/bin/pip wheel $(PIP) --no-deps -w dist ./turing .
 

@@ -24,18 +24,19 @@ _WHERE = {
     "GceT4Server": ".gce", "GceT4ServerArgs": ".gce",
     "SageMakerT4Endpoint": ".sagemaker", "SageMakerT4EndpointArgs": ".sagemaker",
     "TuringImage": ".sagemaker.image", "TuringImageArgs": ".sagemaker.image",
-    "MemoryPlan": ".base", "ServingArgs": ".base", "InvalidArgs": ".base",
+    "MemoryPlan": ".base", "ServingArgs": ".base", "InvalidArgs": ".base", "InvalidOutput": ".base",
     "DType": ".config", "OnHostMaintenance": ".config", "TerminationAction": ".config",
     "ScalingMetric": ".sagemaker.settings",
     "ImageBuilder": ".sagemaker.settings",
 }
 
-__all__ = ["DType", "GceT4Server", "GceT4ServerArgs", "ImageBuilder", "InvalidArgs", "MemoryPlan", "OnHostMaintenance",
+__all__ = ["DType", "GceT4Server", "GceT4ServerArgs", "ImageBuilder", "InvalidArgs", "InvalidOutput", "MemoryPlan",
+           "OnHostMaintenance",
            "SageMakerT4Endpoint", "SageMakerT4EndpointArgs", "ScalingMetric", "ServingArgs", "TerminationAction",
            "TuringImage", "TuringImageArgs"]
 
 if TYPE_CHECKING:
-    from .base import InvalidArgs, MemoryPlan, ServingArgs
+    from .base import InvalidArgs, InvalidOutput, MemoryPlan, ServingArgs
     from .config import DType, OnHostMaintenance, TerminationAction
     from .gce import GceT4Server, GceT4ServerArgs
     from .sagemaker import SageMakerT4Endpoint, SageMakerT4EndpointArgs

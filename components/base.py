@@ -52,6 +52,18 @@ def refusals(args_type: str) -> Iterator[None]:
         raise InvalidArgs.of(error, PythonArgs(args_type)) from None
 
 
+class InvalidOutput(pulumi.RunError):
+    """A refused setting whose value is an Output, found when its value is known (at preview, or in the `up`): the
+    same refusal as InvalidArgs (its key, problem and fix, in REFUSAL), raised from inside an apply. Not a
+    ValueError, as InvalidArgs is: Pulumi wraps a ValueError in "While processing input ..." text at every resource
+    that reads the Output, and reports any other RunError as its message alone."""
+
+    def __init__(self, refusal: ConfigError) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+        self.key, self.problem, self.fix = refusal.key, refusal.problem, refusal.fix
+
+
 class NotAProviderAnswer(pulumi.RunError):
     """A value no provider or local command ever answers (a missing computed output, a clock that is no time):
     the program runs under Pulumi mocks that answer otherwise. One message, naming the mocks that answer as the

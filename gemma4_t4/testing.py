@@ -23,50 +23,70 @@ from typing import Any
 import pulumi
 
 from .clouds import standins
-from .clouds.gce.standins import GceWorld
+from .clouds.gce.standins import GceWorld, explicit_gcp_project, gcp_state
 from .clouds.sagemaker.standins import AwsWorld, default_provider_region, region_answer, region_unset
 from .components.gce.provider_answers import GET_DISK
 from .components.sagemaker.provider_answers import GET_REGION, GET_REPOSITORY, RUN
 from .core.plan import Invoke, ProviderInvokeError, mock_state
 
+PROVIDERS = "pulumi:providers:"
+
 
 class ProviderMocks(pulumi.runtime.Mocks):
     """Pulumi's mocks, answering as the GCP, AWS and Command providers do. GCE and AWS: what exists before the
     program runs (default: nothing, a first `pulumi up`); INVOKES: more provider functions, by token, each an
-    args -> result callable (raise ProviderInvokeError with the provider's text for a failure)."""
+    args -> result callable (raise ProviderInvokeError with the provider's text for a failure). An explicit provider
+    the program passes answers as itself: an aws.Provider with its region, a gcp.Provider in its project."""
 
     def __init__(self, gce: GceWorld | None = None, aws: AwsWorld | None = None,
                  invokes: Mapping[str, Invoke] | None = None) -> None:
         self.gce = gce or GceWorld()
         self.aws = aws or AwsWorld()
         self.invokes = {**self.mock_invokes(), **(invokes or {})}
-        self.providers: dict[str, dict[str, Any]] = {}  # explicit providers' inputs, by resource name
+        # Explicit providers' inputs, by (package, logical name): what the provider was configured with.
+        self.providers: dict[tuple[str, str], dict[str, Any]] = {}
 
     def mock_invokes(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
         return {GET_DISK: self.gce.get_disk, GET_REPOSITORY: self.aws.get_repository, RUN: self.aws.run_local_command}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
         inputs = dict(args.inputs)
-        if args.typ.startswith("pulumi:providers:"):
-            self.providers[args.name] = inputs
+        if args.typ.startswith(PROVIDERS):
+            self.providers[(args.typ.removeprefix(PROVIDERS), args.name)] = inputs
         # Auto-naming's suffix: random-looking as Pulumi's, but the same each run.
         suffix = hashlib.sha256(f"{pulumi.get_stack()}|{args.typ}|{args.name}".encode()).hexdigest()[:7]
+        explicit = self.explicit_provider("gcp", args.provider or "")
+        if args.typ.startswith("gcp:") and explicit is not None:
+            return gcp_state(args.typ, args.name, inputs, suffix, explicit_gcp_project(explicit))
         return mock_state(args.typ, args.name, inputs, suffix, standins())
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         if args.token == GET_REGION and args.token not in self.invokes:
             return region_answer(self.provider_region(args.provider)), []
         handler = self.invokes.get(args.token)
+        given = dict(args.args)
+        explicit = self.explicit_provider("gcp", args.provider or "")
+        if args.token.startswith("gcp:") and explicit is not None and not given.get("project"):
+            # A GCP function without a project reads its provider's (the explicit one the program passed).
+            given["project"] = explicit_gcp_project(explicit)
         # Another function answers empty: the components call none but these.
-        return (handler(dict(args.args)) if handler is not None else {}), []
+        return (handler(given) if handler is not None else {}), []
+
+    def explicit_provider(self, package: str, reference: str) -> dict[str, Any] | None:
+        """The inputs of the explicit PACKAGE provider REFERENCE names (URN::ID, as the engine hands it a resource or
+        a function); None for the default provider (no reference, or one of Pulumi's default_* providers)."""
+        urn = reference.rsplit("::", 1)[0] if reference else ""
+        parts = urn.split("::")
+        if len(parts) < 4 or parts[-1].startswith("default"):
+            return None
+        typ = parts[2].rsplit("$", 1)[-1]
+        return self.providers.get((package, parts[3])) if typ == PROVIDERS + package else None
 
     def provider_region(self, reference: str) -> str:
         """The region of the provider REFERENCE names (URN::ID; empty: the default provider): its region input,
         else (the default provider) the stack's aws:region, else AWS_REGION or AWS_DEFAULT_REGION, where the
         provider reads it (Pulumi's AWS provider configuration page)."""
-        urn = reference.rsplit("::", 1)[0] if reference else ""
-        name = urn.rsplit("::", 1)[-1] if urn else ""
-        explicit = self.providers.get(name) if name and not name.startswith("default") else None
+        explicit = self.explicit_provider("aws", reference)
         if explicit is None:
             return str(default_provider_region({})["region"])
         region = explicit.get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from gemma4_t4.errors import ConfigError, FrontEnd, Set, Unset
+from gemma4_t4.errors import VALUE, ConfigError, FrontEnd, Set, Unset
 
 from .schema import (
     DType,
@@ -121,9 +121,24 @@ def _plain(value: Any) -> Any:
     return value.value if isinstance(value, Enum) else value
 
 
+def _given_twice(model: type[BaseModel], args: Mapping[str, Any]) -> ConfigError | None:
+    """The refusal of a setting ARGS give in both its spellings (max_model_len and maxModelLen): one setting, so one
+    message that says so (pydantic would call the second an unknown argument and suggest the first)."""
+    for name, field in model.model_fields.items():
+        alias = field.alias or name
+        if alias != name and name in args and alias in args:
+            both = (args[name], args[alias])
+            value = both[0] if both[0] == both[1] else VALUE
+            return ConfigError(alias, f"is given twice, as {name} ({both[0]!r}) and as {alias} ({both[1]!r}): one "
+                               "setting in two spellings", ("give it once: ", Set(alias, value)))
+    return None
+
+
 def validate(model: type[Settings], args: Mapping[str, Any], front_end: FrontEnd | None = None) -> Settings:
     """ARGS (Python names or the schema's) as MODEL; a refusal is a ConfigError in FRONT_END's words."""
     try:
+        if twice := _given_twice(model, args):
+            raise twice
         return model.model_validate({key: _plain(value) for key, value in args.items()})
     except ConfigError as err:
         raise (err.for_front_end(front_end) if front_end else err) from None

@@ -23,10 +23,11 @@ from pulumi.runtime.sync_await import _sync_await
 from pulumi_gcp._utilities import get_invoke_opts_defaults as gcp_invoke_defaults
 
 from gemma4_t4 import catalog
-from gemma4_t4.errors import UNDECRYPTED_SECRET, ConfigError, Set, fix
+from gemma4_t4.errors import UNDECRYPTED_SECRET, ConfigError, PythonArgs, Set, fix
 
 from ..base import (
     CostGuard,
+    InvalidOutput,
     MemoryPlan,
     ServingArgs,
     T4ServingComponent,
@@ -42,7 +43,7 @@ from ..serving import ServingPlan, check_serving, warn_unpinned
 from . import provider_answers as answers
 from .guest import SERVING_METADATA_KEY, GuestSettings, bootstrap_script, render_serving_env, render_user_data
 from .hf_token import TokenAccess, let_operators_in, token_secret
-from .settings import GceT4ServerSettings, OnHostMaintenance, TerminationAction, check_api_key
+from .settings import GceT4ServerSettings, OnHostMaintenance, TerminationAction, check_api_key, subnetwork_refusal
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:gce:T4Server"
@@ -600,8 +601,28 @@ def private_network(name: str, settings: GceT4ServerSettings,
     return network_id, subnet_id
 
 
-def data_disk(name: str, checked: CheckedServer, labels: dict[str, str], parent: pulumi.Resource) -> gcp.compute.Disk:
-    """The disk for the checkpoints, the vLLM venv and the compile cache, adopted when a retained one is there."""
+def subnetwork_checked(settings: GceT4ServerSettings) -> pulumi.Output[list[pulumi.Resource]] | None:
+    """A subnetwork that is an Output (another resource's id) checked against the zone once its value is known: at
+    preview when it is, else in the `up`, after the subnetwork is made. What depends on it (the data disk, the
+    router) waits for the check, so a refused one fails the `up` before they are made (GCE would refuse the VM only
+    after the disk). None for a subnetwork known now, which settings.py checks before anything is registered."""
+    subnetwork = settings.subnetwork
+    if not isinstance(subnetwork, pulumi.Output):
+        return None
+
+    def check(value: str | None) -> list[pulumi.Resource]:
+        refusal = subnetwork_refusal(value, settings.zone) if isinstance(value, str) else None
+        if refusal is not None:
+            raise InvalidOutput(refusal.for_front_end(PythonArgs(GceT4ServerArgs.__name__)))
+        return []
+
+    return subnetwork.apply(check)
+
+
+def data_disk(name: str, checked: CheckedServer, labels: dict[str, str], parent: pulumi.Resource,
+              checked_first: pulumi.Output[list[pulumi.Resource]] | None = None) -> gcp.compute.Disk:
+    """The disk for the checkpoints, the vLLM venv and the compile cache, adopted when a retained one is there;
+    made once CHECKED_FIRST (subnetwork_checked) has passed."""
     settings = checked.settings
     if checked.adopted_disk:
         pulumi.log.info(f"adopting the retained data disk {checked.disk_name} ({checked.adopted_disk})",
@@ -617,7 +638,7 @@ def data_disk(name: str, checked: CheckedServer, labels: dict[str, str], parent:
         # The checkpoints, the vLLM venv and the compile cache outlive the VM: `pulumi destroy`
         # leaves this disk (and its storage bill) for the next VM unless retainDataDisk is false.
         opts=pulumi.ResourceOptions(parent=parent, retain_on_delete=settings.retain_data_disk,
-                                    import_=checked.adopted_disk),
+                                    import_=checked.adopted_disk, depends_on=checked_first),
     )
 
 
@@ -727,8 +748,9 @@ class GceT4Server(T4ServingComponent):
         super().__init__(type_token(GceT4Server), name, None, with_alias(opts, LEGACY_TYPE))
         self._log_plan(checked)
         labels = {"app": APP_LABEL, **checked.settings.labels}
-        network = self._network(name, checked.settings)
-        disk = data_disk(name, checked, labels, self)
+        subnetwork_in_region = subnetwork_checked(checked.settings)
+        network = self._network(name, checked.settings, subnetwork_in_region)
+        disk = data_disk(name, checked, labels, self, subnetwork_in_region)
         token = None if checked.settings.hf_token is None else token_secret(
             name, checked.prefix, checked.settings.project or None, checked.settings.hf_token, labels,
             pulumi.ResourceOptions(parent=self))
@@ -749,13 +771,16 @@ class GceT4Server(T4ServingComponent):
                             "(compute.instances.get: roles/compute.viewer and above, on the VM or its project) and "
                             "every process on the VM can read it (docs/gce.md)", resource=self)
 
-    def _network(self, name: str, settings: GceT4ServerSettings) -> VmNetwork:
-        """The VM's network, the firewall for its tag, and (without an external IP) its Cloud NAT."""
+    def _network(self, name: str, settings: GceT4ServerSettings,
+                 subnetwork_in_region: pulumi.Output[list[pulumi.Resource]] | None) -> VmNetwork:
+        """The VM's network, the firewall for its tag, and (without an external IP) its Cloud NAT, whose router waits
+        for SUBNETWORK_IN_REGION (subnetwork_checked)."""
         child = pulumi.ResourceOptions(parent=self)
         network_id, subnet_id = private_network(name, settings, self)
         tag = f"{name}-iap-ssh"
         firewall(name, settings, network_id, tag, child)
-        return VmNetwork(subnet_id, tag, cloud_nat(name, settings, network_id, subnet_id, child))
+        nat_opts = pulumi.ResourceOptions(parent=self, depends_on=subnetwork_in_region)
+        return VmNetwork(subnet_id, tag, cloud_nat(name, settings, network_id, subnet_id, nat_opts))
 
     def _cost_per_hour(self, settings: GceT4ServerSettings) -> float | None:
         cost = cost_per_hour_usd(settings)

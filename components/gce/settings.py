@@ -45,6 +45,24 @@ class TerminationAction(StrEnum):
     DELETE = "DELETE"
 
 
+# A subnetwork is regional: its id is projects/P/regions/REGION/subnetworks/NAME (terraform-provider-google
+# resource_compute_subnetwork.go sets that id), its self link the same path under the Compute API's URL.
+SUBNETWORK_REGION = re.compile(r"(?:^|/)regions/([^/]+)/subnetworks/")
+
+
+def subnetwork_refusal(subnetwork: str, zone: str) -> ConfigError | None:
+    """The refusal of SUBNETWORK for a VM in ZONE when it names another region (a VM joins only a subnetwork of its
+    own region); None when it is in the zone's region or names none (a bare name)."""
+    where, region = SUBNETWORK_REGION.search(subnetwork), catalog.region_of(zone)
+    if where is None or where[1] == region:
+        return None
+    there = sorted(z for z in catalog.GCE_T4_ZONES if catalog.region_of(z) == where[1])
+    return ConfigError("subnetwork", f"{subnetwork} is in {where[1]}, and zone {zone} is in {region}: a VM joins "
+                       "only a subnetwork of its own region",
+                       (Set("zone", there[0]), f" (a T4 zone of {where[1]}), or a subnetwork in {region}")
+                       if there else f"a subnetwork in {region} ({where[1]} sells no T4s)")
+
+
 class GceT4ServerSettings(ServingSettings):
     """Everything GceT4Server is built from."""
 
@@ -131,16 +149,10 @@ class GceT4ServerSettings(ServingSettings):
             raise ConfigError(missing, f"{given} is set without {missing}: an existing network comes with the "
                               f"subnetwork the VM joins, in the zone's region {self.region}",
                               (Set(missing), f" (or leave out {given} for a network of the component's own)"))
-        # A subnetwork is regional (projects/P/regions/REGION/subnetworks/NAME, or its self link); one known now is
-        # checked against the zone, one that is an Output only when GCE creates the VM.
-        where = re.search(r"(?:^|/)regions/([^/]+)/subnetworks/", self.subnetwork) \
-            if isinstance(self.subnetwork, str) else None
-        if where is not None and where[1] != self.region:
-            there = sorted(z for z in catalog.GCE_T4_ZONES if catalog.region_of(z) == where[1])
-            raise ConfigError("subnetwork", f"{self.subnetwork} is in {where[1]}, and zone {self.zone} is in "
-                              f"{self.region}: a VM joins only a subnetwork of its own region",
-                              (Set("zone", there[0]), f" (a T4 zone of {where[1]}), or a subnetwork in {self.region}")
-                              if there else f"a subnetwork in {self.region} ({where[1]} sells no T4s)")
+        # One known now is checked against the zone here; one that is an Output (another resource's id), when its
+        # value is known, before the data disk is made (components/gce/component.py subnetwork_checked).
+        if isinstance(self.subnetwork, str) and (refusal := subnetwork_refusal(self.subnetwork, self.zone)):
+            raise refusal
 
     def _check_gpu_and_shape(self) -> None:
         t4 = self.gpu_type in catalog.GCE_ACCELERATORS

@@ -43,7 +43,6 @@ import pulumi_aws as aws
 import pulumi_command as command
 
 from gemma4_t4 import catalog
-from gemma4_t4.errors import ConfigError, Set
 
 from ..base import (
     CostGuard,
@@ -59,11 +58,11 @@ from ..base import (
 )
 from ..config import validate
 from ..serving import ServingPlan, check_serving, warn_unpinned
-from . import provider_answers as answers
 from .container import container_environment
 from .fleet import fleet_key
 from .iam import account_of, sagemaker_trust, service_role
 from .image import TuringImage, image_tag, kept_repository_name, refuse_unkeeping, step_environment
+from .region import provider_region
 from .scope import StackScope, fleet_id
 from .settings import FleetChange, ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region
 from .steps import account_check, endpoint_watch, single_fleet
@@ -156,21 +155,6 @@ def fallback_instance_types(instance_type: str) -> list[str]:
     return sorted(same, key=lambda t: catalog.SAGEMAKER_INSTANCE_TYPES[t].vcpus)
 
 
-def provider_region(provider: pulumi.ProviderResource | None, opts: pulumi.ResourceOptions | None) -> str:
-    """The region the AWS provider makes resources in, as its getRegion answers it: from its own configuration,
-    without an AWS call (terraform-provider-aws, data source aws_region). The provider always answers one (it
-    does not start without a region), so an empty answer is a mock's."""
-    try:
-        found = aws.get_region(opts=pulumi.InvokeOptions(provider=provider, parent=opts.parent if opts else None))
-    except Exception as error:
-        raise ConfigError("region", f"is not set, and the AWS provider could not say its own: "
-                          f"{answers.provider_message(error)}",
-                          (Set("region", "us-east-2"), " (or give the AWS provider a region: aws:region)")) from None
-    region = found.region or found.name or ""
-    if not region:
-        raise ConfigError("region", "is not set, and aws:index/getRegion:getRegion answered no region, which the AWS "
-                          "provider never does", answers.USE_PROVIDER_MOCKS)
-    return region
 
 
 def default_prefix(name: str) -> str:

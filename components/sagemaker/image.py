@@ -13,16 +13,16 @@ the next `up` adopts it (import) with its images, so a kept image is reused inst
 
 import json
 import shlex
-from typing import Annotated, Any, Required, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_command as command
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from gemma4_t4 import catalog
-from gemma4_t4.errors import ConfigError, Set
+from gemma4_t4.errors import VALUE, ConfigError, Set
 
 from ..base import answered, provider_for, refusals, type_token, with_alias
 from ..config import validate
@@ -31,6 +31,7 @@ from ..step import StepRequest
 from . import provider_answers as answers
 from .build_context import build_context_files, image_tag
 from .iam import account_of, codebuild_trust, service_role
+from .region import provider_region
 from .scope import StackScope
 from .settings import AWS_REGION, ImageBuilder
 from .steps import build, local_build
@@ -50,14 +51,18 @@ CODEBUILD_IMAGE = "aws/codebuild/amazonlinux2-x86_64-standard:5.0"
 
 
 class TuringImageArgs(TypedDict, total=False):
-    """The arguments of TuringImage: which vLLM image to clamp, and where to keep the result."""
+    """The arguments of TuringImage: which vLLM image to clamp, and where to keep the result. Every one is optional;
+    the defaults are the catalog's AWS vLLM container, built in the AWS provider's region."""
 
-    base_image: Required[str]
-    """The AWS vLLM container (private ECR: ACCOUNT.dkr.ecr.REGION.amazonaws.com/NAME:TAG) to build from."""
-    vllm_version: Required[str]
-    """The vLLM version inside the base image (the image tag carries it)."""
-    region: Required[str]
-    """AWS region of the repository, the build and its bucket."""
+    base_image: str
+    """The AWS vLLM container (private ECR: ACCOUNT.dkr.ecr.REGION.amazonaws.com/NAME:TAG) to build from. Default: the
+    catalog's, the one SageMakerT4Endpoint serves."""
+    vllm_version: str
+    """The vLLM version inside the base image (the image tag carries it). Default: the catalog's base image's; set it
+    with any other baseImage."""
+    region: str
+    """AWS region of the repository, the build and its bucket. Default: the region of the AWS provider (the one in
+    opts, else the default provider's aws:region)."""
     keep_images: bool
     """Keep the ECR repository and its images after the component is deleted; the next one with the same
     namePrefix adopts it and reuses a kept image instead of building it again."""
@@ -156,14 +161,22 @@ class TuringImageSettings(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True,
                               arbitrary_types_allowed=True)
 
-    base_image: str = ""
-    vllm_version: str = ""
+    base_image: str = catalog.PINS["sagemaker.base_image"]
+    vllm_version: str = Field("", validate_default=True)
     region: str = ""
     keep_images: Flag = False
     name_prefix: str = ""
     tags: Annotated[dict[str, str], BeforeValidator(_none_as_empty)] = Field(default_factory=dict)
     image_builder: Annotated[ImageBuilder, BeforeValidator(_default_builder)] = ImageBuilder.CODEBUILD
     build_environment: AnyInput = None
+
+    @field_validator("vllm_version")
+    @classmethod
+    def _base_images_vllm(cls, version: str, info: ValidationInfo) -> str:
+        """The catalog's base image's vLLM, for that image (base_image is validated first: it comes first)."""
+        if version or info.data.get("base_image") != catalog.PINS["sagemaker.base_image"]:
+            return version
+        return catalog.PINS["vllm.sagemaker"]
 
     @model_validator(mode="after")
     def _buildable(self) -> "TuringImageSettings":
@@ -175,8 +188,9 @@ class TuringImageSettings(BaseModel):
         if not AWS_REGION.fullmatch(self.region):
             raise ConfigError("region", f"{self.region!r} is not an AWS region", Set("region", "us-east-2"))
         if not self.vllm_version:
-            raise ConfigError("vllmVersion", "is not set: the tag names the base image's vLLM",
-                              Set("vllmVersion", catalog.PINS["vllm.sagemaker"]))
+            raise ConfigError("vllmVersion", f"is not set: the tag names the base image's vLLM, which gemma4-t4 knows "
+                              f"only for its own ({catalog.PINS['sagemaker.base_image']})",
+                              Set("vllmVersion", VALUE))
         return self
 
 
@@ -194,10 +208,14 @@ class TuringImage(pulumi.ComponentResource):
     tag: pulumi.Output[str]
     """The image's tag: vllm-VERSION-sm75-CONTEXTHASH."""
 
-    def __init__(self, name: str, args: TuringImageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        invoke = pulumi.InvokeOptions(provider=provider_for("aws", opts), parent=opts.parent if opts else None)
+    # args: {} when omitted (read, never changed); Pulumi's analyzer reads its annotation as the package's inputs.
+    def __init__(self, name: str, args: TuringImageArgs = {},  # noqa: B006
+                 opts: pulumi.ResourceOptions | None = None) -> None:
+        provider = provider_for("aws", opts)
+        invoke = pulumi.InvokeOptions(provider=provider, parent=opts.parent if opts else None)
         with refusals(TuringImageArgs.__name__):
-            settings = validate(TuringImageSettings, args)
+            region = args.get("region") or provider_region(provider, opts)
+            settings = validate(TuringImageSettings, {**args, "region": region})
             fixed_name = kept_repository_name(settings.name_prefix or default_prefix(name))
             kept = kept_repository_tags(fixed_name, invoke) if settings.keep_images else None
             if kept is not None:

@@ -8,6 +8,8 @@ import re
 import subprocess
 import sys
 
+import docs_examples
+import pytest
 from conftest import REPO
 
 from gemma4_t4 import generate, project_file
@@ -51,3 +53,64 @@ def test_the_config_reference_is_the_schemas():
 def test_no_page_a_user_reads_uses_the_projects_own_words():
     for name, text in {"README.md": README, **DOCS}.items():
         assert not re.search(r"\bseeds?\b(?! questions)|seed \d{3}|\bissue \d+|<!-- issue", text, re.IGNORECASE), name
+
+
+def test_the_pages_examples_are_found_both_kinds():
+    """What the test below runs is read from the pages: a change to how they are written cannot leave it nothing."""
+    found = docs_examples.examples()
+    assert {example.page for example in found} >= {"README.md", "docs/library.md"}
+    assert {example.runner for example in found} == {docs_examples.PROGRAM, docs_examples.UNIT_TEST}
+
+
+@pytest.mark.parametrize("example", docs_examples.examples(), ids=lambda example: example.id)
+def test_every_python_example_of_the_pages_runs_as_written_on_the_locked_versions(example, tmp_path):
+    """On the versions requirements.lock holds (this checkout's environment); tests/install/test_wheel.py runs the
+    same on the lowest versions pyproject.toml allows."""
+    done = docs_examples.run(example, sys.executable, tmp_path / "example")
+    assert docs_examples.ran(done), f"{example.id}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
+
+def test_no_page_names_a_placeholder_and_each_release_it_names_is_this_version():
+    """`pulumi package add` lines name a clone's path or GEMMA4_T4_REPOSITORY_URL (docs/library.md), never a
+    placeholder owner, and the release tag they name is this version's."""
+    import tomllib
+
+    version = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    pages = {"README.md": README, **{f"docs/{name}": text for name, text in DOCS.items()}}
+    for path in ("provider/PulumiPlugin.yaml", "examples/yaml/Pulumi.yaml", "examples/python/__main__.py"):
+        pages[path] = (REPO / path).read_text()
+    for name, text in pages.items():
+        assert not re.search(r"<owner>|github\.com/OWNER|\bYOUR_ORG\b", text), name
+        assert set(re.findall(r"provider@v([0-9][0-9.]*[0-9])", text)) <= {version}, name
+    assert "GEMMA4_T4_REPOSITORY_URL" in DOCS["library.md"]
+
+
+def test_the_changelogs_import_table_names_modules_that_import_now_and_did_then():
+    """Each row of the upgrade note's "Imports that moved": the 0.4.0 module imports, and a 0.3.0 module that is not
+    also a 0.4.0 one no longer does (a program that still imports it fails, as the note says)."""
+    import importlib
+    import importlib.util
+
+    changelog = (REPO / "CHANGELOG.md").read_text()
+    table = changelog.split("#### Imports that moved", 1)[1].split("\n####", 1)[0]
+    rows = [line.split("|")[1:3] for line in table.splitlines() if line.startswith("| `")]
+    assert len(rows) >= 10
+
+    def modules(cell: str) -> list[str]:
+        return [name for name in re.findall(r"`(gemma4_t4(?:\.\w+)+)`", cell)
+                if name.rsplit(".", 1)[-1][:1].islower() or "." not in name]
+
+    def found(name: str) -> bool:
+        try:
+            return importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:  # its package is gone too
+            return False
+
+    for old, new in rows:
+        now = modules(new)
+        for name in now:
+            importlib.import_module(name)
+        if ":" in old:  # names that moved out of a module that stays
+            continue
+        for name in modules(old):
+            assert name in now or not found(name), f"{name} still imports"

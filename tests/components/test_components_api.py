@@ -5,20 +5,19 @@ AWS provider the program passes, its region read through the provider's own getR
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import subprocess
-import sys
 
 import pulumi
 import pulumi_aws
+import pulumi_gcp as gcp
 import pytest
 from conftest import REPO
 
 from gemma4_t4 import catalog
-from gemma4_t4.components import GceT4Server, InvalidArgs, SageMakerT4Endpoint, TuringImage
+from gemma4_t4.components import GceT4Server, InvalidArgs, InvalidOutput, SageMakerT4Endpoint, TuringImage
+from gemma4_t4.components.gce.provider_answers import GET_DISK
 from gemma4_t4.core import plan as offline
-from gemma4_t4.testing import ProviderMocks
+from gemma4_t4.testing import GceWorld, ProviderMocks
 
 INSTANCE = "gcp:compute/instance:Instance"
 
@@ -51,6 +50,16 @@ def test_an_argument_the_component_does_not_have_is_refused_with_the_one_it_mean
     assert error.fix.endswith("; did you mean GceT4ServerArgs(max_model_len=8192)?")
 
 
+@pytest.mark.parametrize(("args", "value"), [({"max_model_len": 8192, "maxModelLen": 4096}, "VALUE"),
+                                             ({"maxModelLen": 8192, "max_model_len": 8192}, "8192")])
+def test_one_argument_in_both_spellings_is_refused_as_one_argument_given_twice(args, value):
+    """Not "max_model_len is not a setting; did you mean max_model_len?": the two spellings are one setting."""
+    error = refused(lambda: GceT4Server("llm", args))
+    assert error.key == "max_model_len" and "is given twice, as max_model_len (" in error.problem
+    assert "and as maxModelLen (" in error.problem and "not a setting" not in str(error)
+    assert error.fix == f"give it once: GceT4ServerArgs(max_model_len={value})"
+
+
 def test_an_argument_near_no_setting_is_refused_without_a_guess():
     error = refused(lambda: GceT4Server("llm", {"colour": "blue"}))
     assert error.fix == "leave colour out of GceT4ServerArgs"
@@ -68,6 +77,27 @@ def test_an_argument_the_image_does_not_have_is_refused_with_the_one_it_means(gi
                                                 "vllm_version": "0.1", "region": "us-east-2", given: True}))
     assert error.key == named and "is not a setting of this component" in error.problem
     assert error.fix == fix
+
+
+def test_the_image_takes_no_argument_as_the_readme_says_of_every_component():
+    """The catalog's base image and its vLLM, built in the region of the AWS provider it is given."""
+    def program():
+        ireland = pulumi_aws.Provider("ireland", region="eu-west-1")
+        TuringImage("img", opts=pulumi.ResourceOptions(provider=ireland))
+
+    plan = run(program, config={"aws:region": "us-east-2"})
+    assert plan.one("gemma4-t4:index:TuringImage").registered_outputs["tag"].startswith(
+        f"vllm-{catalog.PINS['vllm.sagemaker']}-sm75-")
+    build = plan.one("command:local:Command", "img-codebuild-run").inputs["environment"]
+    assert build["AWS_REGION"] == "eu-west-1"
+    default = run(lambda: TuringImage("img"), config={"aws:region": "us-east-2"})
+    assert default.one("command:local:Command", "img-codebuild-run").inputs["environment"]["AWS_REGION"] == "us-east-2"
+
+
+def test_another_base_image_without_its_vllm_version_is_refused():
+    error = refused(lambda: TuringImage("img", {"base_image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:1",
+                                                "region": "us-east-1"}))
+    assert error.key == "vllm_version" and error.fix == "TuringImageArgs(vllm_version=VALUE)"
 
 
 def test_an_image_builder_the_image_does_not_know_is_refused_with_the_choices():
@@ -91,6 +121,52 @@ def test_a_subnetwork_in_another_region_than_the_zone_is_refused():
     error = refused(lambda: GceT4Server("llm", {"network": "projects/p/global/networks/mine", "subnetwork": subnet}))
     assert error.key == "subnetwork" and "is in us-central1, and zone us-west2-b is in us-west2" in error.problem
     assert error.fix.startswith("GceT4ServerArgs(zone='us-central1-")
+
+
+class Recording(ProviderMocks):
+    """The project's mocks, keeping the type of every resource the program registers (a failed run's too)."""
+
+    def __init__(self, **worlds) -> None:
+        super().__init__(**worlds)
+        self.registered: list[str] = []
+
+    def new_resource(self, args):
+        self.registered.append(args.typ)
+        return super().new_resource(args)
+
+
+@pytest.mark.parametrize("external_ip", [True, False])
+def test_a_subnetwork_output_in_another_region_fails_the_up_before_the_data_disk_is_made(external_ip):
+    """The subnetwork another resource makes is known only once it exists: checked then, and nothing that bills or
+    stays (the data disk, the Cloud NAT's router) is made before the check passes."""
+    mocks = Recording()
+
+    def program():
+        net = gcp.compute.Network("net", auto_create_subnetworks=False)
+        subnet = gcp.compute.Subnetwork("sub", network=net.id, region="europe-west4", ip_cidr_range="10.8.0.0/24")
+        GceT4Server("llm", {"zone": "us-central1-a", "network": net.id, "subnetwork": subnet.id,
+                            "external_ip": external_ip, "cloud_nat": not external_ip})
+
+    with pytest.raises(InvalidOutput) as caught:
+        run(program, mocks=mocks)
+    error = caught.value
+    assert str(error) == error.refusal.message, "Pulumi reports a RunError's message alone, not wrapped"
+    assert error.key == "subnetwork" and "is in europe-west4, and zone us-central1-a is in us-central1" in error.problem
+    assert error.fix.startswith("GceT4ServerArgs(zone='europe-west4-")
+    assert "gcp:compute/subnetwork:Subnetwork" in mocks.registered
+    made = {"gcp:compute/disk:Disk", "gcp:compute/router:Router", INSTANCE} & set(mocks.registered)
+    assert not made, f"made before the refusal: {made}"
+
+
+def test_a_subnetwork_output_in_the_zones_region_builds():
+    def program():
+        net = gcp.compute.Network("net", auto_create_subnetworks=False)
+        subnet = gcp.compute.Subnetwork("sub", network=net.id, region="us-central1", ip_cidr_range="10.8.0.0/24")
+        GceT4Server("llm", {"zone": "us-central1-a", "network": net.id, "subnetwork": subnet.id})
+
+    plan = run(program)
+    assert plan.one(INSTANCE).inputs["networkInterfaces"][0]["subnetwork"].endswith(
+        "/regions/us-central1/subnetworks/sub-" + plan.one("gcp:compute/subnetwork:Subnetwork").state["name"][4:])
 
 
 def test_two_servers_in_one_stack_have_their_own_names():
@@ -164,6 +240,25 @@ def test_an_execution_role_the_program_brings_is_used_and_none_is_made():
     assert plan.one("aws:sagemaker/model:Model").inputs["executionRoleArn"] == role
     # The build's role and the TTL's (endpointTtl is on by default), no execution role.
     assert sorted(r.name for r in plan.find("aws:iam/role:Role")) == ["api-image-build-role", "api-ttl"]
+
+
+def test_an_explicit_gcp_provider_makes_the_server_and_looks_for_its_disk_in_its_own_project():
+    """As the AWS side answers with the explicit provider's region: the project of the gcp.Provider in opts, not the
+    stack's gcp:project (which only the default provider reads)."""
+    world, asked = GceWorld(), []
+
+    def get_disk(args):
+        asked.append(args.get("project"))
+        return world.get_disk(args)
+
+    def program():
+        team = gcp.Provider("team", project="team-project")
+        return GceT4Server("x", {}, pulumi.ResourceOptions(provider=team))
+
+    found = as_a_user(ProviderMocks(gce=world, invokes={GET_DISK: get_disk}), program,
+                      {"gcp:project": "stack-project"})
+    assert found["target"]["project"] == "team-project" and "--project team-project " in found["connect"]
+    assert asked and set(asked) == {"team-project"}, "the retained disk is looked for where the VM is made"
 
 
 def test_no_component_reads_the_stack_config():
@@ -241,17 +336,3 @@ def test_under_the_projects_mocks_the_same_program_builds(case, monkeypatch):
     assert found["target"] and "None" not in found["connect"]
     if "TTL" in case:
         assert found["deletes_at"] == "2030-01-01T08:00:00Z", "the clock's time plus the TTL"
-
-
-def test_the_readmes_unit_test_example_runs_as_written(tmp_path):
-    """The unit-test snippet of docs/library.md (the README's "Use it from your program" links it), run as a
-    user's test file in a fresh interpreter."""
-    readme = (REPO / "docs" / "library.md").read_text()
-    start = readme.index("```python\nimport pulumi\nfrom gemma4_t4.testing import ProviderMocks")
-    block = readme[start:].split("\n", 1)[1].split("```", 1)[0]
-    script = tmp_path / "test_user.py"
-    script.write_text(block + "\ntest_both_servers()\nprint('built')\n")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    env.pop("AWS_REGION", None)
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0 and done.stdout.strip().endswith("built"), done.stderr[-3000:]

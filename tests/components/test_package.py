@@ -35,6 +35,17 @@ def test_the_committed_schema_is_what_the_analyzer_makes_of_the_components():
     assert generate.schema_text() == (REPO / "components" / "schema.json").read_text(), "run `make generate`"
 
 
+def test_the_private_pulumi_apis_the_package_uses_work_as_it_uses_them_on_the_locked_versions(tmp_path):
+    """_sync_await, pulumi_gcp._utilities and pulumi.provider.experimental are outside Pulumi's semver: each is run
+    as the package runs it (tests/pulumi_private_probe.py), here on requirements.lock's versions and in
+    tests/install/test_wheel.py on pyproject.toml's floors."""
+    (tmp_path / "probe.py").write_text((REPO / "tests" / "pulumi_private_probe.py").read_text())
+    done = subprocess.run([sys.executable, "probe.py"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    checks = json.loads(done.stdout.splitlines()[-1])
+    assert len(checks) == 6 and all(check["ok"] for check in checks.values()), checks
+
+
 def test_descriptions_are_the_same_under_every_python():
     """CPython 3.13 (Debian 13's) strips docstring indentation at compile time, 3.11 does not: a
     description that kept its source indentation would make the schema differ by interpreter."""

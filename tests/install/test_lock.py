@@ -43,10 +43,11 @@ def test_every_locked_package_is_exact_and_carries_its_hashes():
     assert all(re.fullmatch(r"sha256:[0-9a-f]{64}", h) for _, hashes in pins.values() for h in hashes)
 
 
-def test_the_lock_holds_every_requirement_of_the_library_and_its_extras_within_its_range():
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+def test_the_lock_holds_every_requirement_of_the_library_its_extras_and_the_dev_group_within_its_range():
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    project = pyproject["project"]
     wanted = [*project["dependencies"], *project["optional-dependencies"]["ops"],
-              *project["optional-dependencies"]["dev"]]
+              *pyproject["dependency-groups"]["dev"]]
     pins = locked()
     for spec in map(Requirement, wanted):
         name = canonicalize_name(spec.name)
@@ -55,6 +56,18 @@ def test_the_lock_holds_every_requirement_of_the_library_and_its_extras_within_i
             continue
         assert name in pins, f"{spec} is not in requirements.lock: run make lock"
         assert spec.specifier.contains(pins[name][0], prereleases=True), f"{name}=={pins[name][0]} is outside {spec}"
+
+
+def test_what_the_wheel_publishes_is_ranges_and_the_exact_pins_stay_in_the_dev_group():
+    """A library user's resolver sees the dependencies and the extras (the wheel's Requires-Dist): ranges, never an
+    exact pin, which would fight the user's own. The project's tools are exact, in a dependency group (PEP 735),
+    which no wheel publishes."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    project = pyproject["project"]
+    published = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
+    exact = [spec for spec in map(Requirement, published) if any(s.operator in ("==", "===") for s in spec.specifier)]
+    assert exact == [] and "dev" not in project["optional-dependencies"]
+    assert all(next(iter(Requirement(r).specifier)).operator == "==" for r in pyproject["dependency-groups"]["dev"])
 
 
 def lock_flags() -> list[str]:

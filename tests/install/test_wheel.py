@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import docs_examples
 import pytest
 import yaml
 from conftest import REPO
@@ -96,8 +97,12 @@ def dist(tmp_path_factory) -> Path:
     """The two wheels, as `make dist` builds them."""
     dist = tmp_path_factory.mktemp("dist")
     _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "-w", str(dist), str(REPO / "turing"),
-         str(REPO))
+         str(REPO), env={**_user_env(), "GEMMA4_T4_REPOSITORY_URL": REPOSITORY_REMOTE})
     return dist
+
+
+# The repository setting `make dist` takes (docs/library.md), as a clone's ssh remote spells it.
+REPOSITORY_REMOTE = "git@github.com:example/gemma4-t4.git"
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +200,7 @@ def test_the_installed_cli_plans_the_shipped_stacks_from_an_empty_directory(with
     assert all(str(v) in json.dumps(plan) for v in preset.values())
 
 
-def test_both_wheels_carry_the_license_and_its_metadata(dist):
+def test_both_wheels_carry_the_license_the_readme_and_the_repositorys_url(dist):
     import zipfile
 
     wheels = sorted(dist.glob("*.whl"))
@@ -206,6 +211,12 @@ def test_both_wheels_carry_the_license_and_its_metadata(dist):
             assert whl.read(f"{info}/licenses/LICENSE") == (REPO / "LICENSE").read_bytes()
             metadata = whl.read(f"{info}/METADATA").decode().splitlines()
         assert {"License-Expression: Apache-2.0", "License-File: LICENSE"} <= set(metadata), wheel.name
+        if wheel.name.startswith("gemma4_t4-"):
+            # What a package index and `pip show` show: the README as the description, the repository's URL.
+            assert {"Description-Content-Type: text/markdown",
+                    "Project-URL: Repository, https://github.com/example/gemma4-t4"} <= set(metadata)
+            assert "\n".join(metadata).rstrip().endswith((REPO / "README.md").read_text().rstrip())
+            assert not [line for line in metadata if line.startswith("Provides-Extra:") and "ops" not in line]
     assert (REPO / "turing" / "LICENSE").read_bytes() == (REPO / "LICENSE").read_bytes()
 
 
@@ -243,28 +254,59 @@ def test_mypy_strict_sees_the_components_types_in_a_users_program(installed):
     assert bad.returncode == 1 and '"max_model_len" has type "int"' in bad.stdout, bad.stdout
 
 
-def test_installing_the_wheels_keeps_the_programs_own_allowed_provider_versions(tmp_path, dist):
-    """A program that already holds older allowed providers (the lowest of every range: uv's lowest-direct
-    resolution of pyproject.toml, i.e. pulumi-gcp 10.0.0 and pulumi-aws 7.0.0, not the lock's) keeps them when
-    `pip install` adds the wheels, and the example program builds with them: the ranges' floors are tested."""
+@pytest.fixture(scope="module")
+def floor(tmp_path_factory, dist) -> tuple[Path, dict[str, list[str]]]:
+    """A program's virtualenv that already holds the lowest of every range pyproject.toml allows (uv's lowest-direct
+    resolution of it, not the lock's versions), to which `pip install` then adds the two wheels: its python, and
+    the versions of pulumi and the providers before and after the wheels came."""
     uv, env = _uv()
-    lowest = tmp_path / "lowest.txt"
-    project = tmp_path / "project"
+    work = tmp_path_factory.mktemp("floor")
+    lowest = work / "lowest.txt"
+    project = work / "project"
     project.mkdir()
     shutil.copy(REPO / "pyproject.toml", project / "pyproject.toml")
     (project / "turing").symlink_to(REPO / "turing")
     _run(uv, "pip", "compile", "--quiet", "--python-version", "3.11", "--resolution", "lowest-direct",
          "--no-emit-package", "gemma4-turing-clamp", "pyproject.toml", "-o", str(lowest), cwd=project, env=env)
-    _run(sys.executable, "-m", "venv", str(tmp_path / "venv"))
-    python = tmp_path / "venv" / "bin" / "python"
+    _run(sys.executable, "-m", "venv", str(work / "venv"))
+    python = work / "venv" / "bin" / "python"
     _run(uv, "pip", "install", "--quiet", "--python", str(python), "-r", str(lowest), env=env)
-    versions = "import importlib.metadata as m; print(m.version('pulumi-gcp'), m.version('pulumi-aws'))"
+    versions = ("import importlib.metadata as m; "
+                "print(*(m.version(p) for p in ('pulumi', 'pulumi-gcp', 'pulumi-aws', 'pulumi-command')))")
     before = _run(str(python), "-c", versions).stdout.split()
-    assert before == ["10.0.0", "7.0.0"]
     _run(str(python), "-m", "pip", "install", "--quiet", *map(str, sorted(dist.glob("*.whl"))))
-    assert _run(str(python), "-c", versions).stdout.split() == before
-    program = tmp_path / "program"
+    return python, {"before": before, "after": _run(str(python), "-c", versions).stdout.split()}
+
+
+def test_installing_the_wheels_keeps_the_programs_own_allowed_provider_versions(floor):
+    """A program that already holds older allowed providers (the lowest of every range: pulumi 3.260, pulumi-gcp
+    10.0.0, pulumi-aws 7.0.0, pulumi-command 1.0.0) keeps them when `pip install` adds the wheels, and the example
+    program builds with them: the ranges' floors are tested."""
+    python, versions = floor
+    assert versions["before"] == ["3.260.0", "10.0.0", "7.0.0", "1.0.0"]
+    assert versions["after"] == versions["before"]
+    program = python.parent.parent.parent / "program"
     shutil.copytree(REPO / "examples" / "python", program, ignore=shutil.ignore_patterns("venv"))
     (program / "run_mocks.py").write_text(RUNNER)
     registered = json.loads(_run(str(python), "run_mocks.py", cwd=program).stdout.splitlines()[-1])
     assert {r["type"] for r in registered} >= {"gemma4-t4:index:GceT4Server", "gemma4-t4:index:SageMakerT4Endpoint"}
+
+
+@pytest.mark.parametrize("example", docs_examples.examples(), ids=lambda example: example.id)
+def test_every_python_example_of_the_pages_runs_as_written_on_the_lowest_allowed_versions(floor, example, tmp_path):
+    """The pages' examples (README.md, docs/*.md), read from them, on the floors of pyproject.toml's ranges:
+    tests/cli/test_docs.py runs them on the lock's versions."""
+    python, _ = floor
+    done = docs_examples.run(example, python, tmp_path / "example")
+    assert docs_examples.ran(done), f"{example.id}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+
+
+def test_the_private_pulumi_apis_the_package_uses_work_as_it_uses_them_on_the_lowest_allowed_versions(floor,
+                                                                                                      tmp_path):
+    """tests/pulumi_private_probe.py on the floors (tests/components/test_package.py: on the lock's versions). On
+    pulumi 3.231, the floor before, the experimental analyzer refused the components' Args (issubclass() arg 1 must
+    be a class): the package failed for every other Pulumi language."""
+    python, _ = floor
+    (tmp_path / "probe.py").write_text((REPO / "tests" / "pulumi_private_probe.py").read_text())
+    checks = json.loads(_run(str(python), "probe.py", cwd=tmp_path).stdout.splitlines()[-1])
+    assert len(checks) == 6 and all(check["ok"] for check in checks.values()), checks

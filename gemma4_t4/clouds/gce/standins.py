@@ -21,6 +21,13 @@ def gcp_project() -> str:
     return pulumi.Config("gcp").get("project") or MOCK_GCP_PROJECT
 
 
+def explicit_gcp_project(provider_inputs: Mapping[str, Any]) -> str:
+    """The project an explicit gcp.Provider makes resources in: its project input (source: pulumi_gcp 10.2.0
+    provider.py:578, the Provider fills a missing one from GOOGLE_PROJECT, GOOGLE_CLOUD_PROJECT, GCLOUD_PROJECT or
+    CLOUDSDK_CORE_PROJECT), never the stack's gcp:project, which only the default provider reads (mocks: else one)."""
+    return str(provider_inputs.get("project") or MOCK_GCP_PROJECT)
+
+
 # GCP resources whose provider answers no selfLink (pulumi_gcp 10.2.0: compute/router_nat.py and the IAM members'
 # modules declare no `self_link` output; compute/router.py, firewall.py, subnetwork.py do).
 GCP_WITHOUT_SELF_LINK = frozenset({"routernat", "instanceiammember", "tunnelinstanceiammember"})
@@ -57,9 +64,11 @@ def _outside_compute(typ: str, inputs: dict[str, Any], project: str) -> tuple[st
     return None
 
 
-def gcp_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tuple[str, dict[str, Any]]:
-    """A GCP resource as its provider answers a create: its id (the API's resource path), selfLink, project."""
-    project = inputs.get("project") or gcp_project()
+def gcp_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str,
+              provider_project: str | None = None) -> tuple[str, dict[str, Any]]:
+    """A GCP resource as its provider answers a create: its id (the API's resource path), selfLink, project (its
+    own, else PROVIDER_PROJECT where an explicit provider makes it, else the default provider's)."""
+    project = inputs.get("project") or provider_project or gcp_project()
     outside = _outside_compute(typ, inputs, project)
     if outside is not None:
         return outside
@@ -69,7 +78,6 @@ def gcp_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tu
         # pulumi_gcp 10.2.0 projects/iam_custom_role.py: `name`, "The name of the role in the format
         # `projects/{{project}}/roles/{{role_id}}`. Like `id`, this field can be used as a reference in ... IAM role
         # bindings"; the module declares no self_link.
-        project = inputs.get("project") or gcp_project()
         role = f"projects/{project}/roles/{inputs['roleId']}"
         return role, {**inputs, "project": project, "name": role, "deleted": False}
     where = (f"zones/{inputs['zone']}" if "zone" in inputs else f"regions/{inputs['region']}" if "region" in inputs
