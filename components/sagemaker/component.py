@@ -719,7 +719,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
                                            environment=step_environment(environment, region, request),
                                            logging=command.local.Logging.STDERR,
                                            opts=pulumi.InvokeOutputOptions(parent=self))
-        deletes_at = created.stdout.apply(lambda at: (clock_time(at, created_at.MODULE) + ttl)
+        deletes_at = created.stdout.apply(lambda at: (clock_time(at, created_at.NAME) + ttl)
                                           .strftime(created_at.TIME_FORMAT))
         passed = command.local.Command(
             f"{name}-ttl-passed", create=ttl_passed.command(),
