@@ -701,7 +701,7 @@ def test_a_venv_is_the_locks_pins_not_its_comments(tmp_path):
     text = render.lock_file("0.30.0").read_text()
     name = _venv_name(text, tmp_path)
     assert re.fullmatch(r"venv-0\.30\.0-[0-9a-f]{12}", name), name
-    header, body = text.split("\n", 1)
+    body = text.split("\n", 1)[1]
     assert _venv_name("# gemma4-t4 guest lock: another header\n# a note\n" + body, tmp_path) == name
     assert _venv_name(text.replace("aiosignal==1.4.0", "aiosignal==1.4.1"), tmp_path) != name
 
