@@ -33,7 +33,8 @@ where the user activated it (the language host puts it first on the program's PA
 interpreter without gemma4_t4 stops the step with exit 2 and the line that names GEMMA4_T4_PYTHON.
 
 A program in another language (the component package, provider/) runs under the package's own virtualenv, which
-none of these finds: its `pulumi up` names it with GEMMA4_T4_PYTHON (docs/library.md).
+none of these finds: its `pulumi up` names it with GEMMA4_T4_PYTHON, as the package's preview says
+(foreign_program_note; docs/library.md).
 """
 
 from __future__ import annotations
@@ -84,6 +85,20 @@ def step_command(name: str) -> str:
     if name not in STEPS:
         raise KeyError(f"no step {name!r}: one of {', '.join(STEPS)}")
     return STEP_LINE.replace("{name}", name)
+
+
+# The components that register steps: what a program in another language (the component package) must name a Python
+# for, its project having no Python virtualenv with gemma4-t4 for the line to find.
+STEP_COMPONENTS = frozenset({"SageMakerT4Endpoint", "TuringImage"})
+
+
+def foreign_program_note(component: str, environ: Mapping[str, str]) -> str | None:
+    """What the component package says at preview when COMPONENT registers steps and `pulumi up` names no Python."""
+    if component not in STEP_COMPONENTS or environ.get(PYTHON_ENV):
+        return None
+    return (f"{component}'s deploy steps run during `pulumi up` with a Python that has gemma4-t4, which a program in "
+            f"another language names: {PYTHON_ENV}={sys.executable} pulumi up (this package's; read when each step "
+            "runs, never recorded)")
 
 
 def run_named(argv: list[str]) -> int:

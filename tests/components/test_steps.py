@@ -163,3 +163,18 @@ def test_a_name_this_release_does_not_know_says_so():
                           text=True, timeout=60)
     assert done.returncode == 2 and "sagemaker-from-the-future is not a step of gemma4-t4" in done.stderr
     assert "run `pulumi up` with the release that wrote it, or a later one" in done.stderr
+
+
+def test_a_program_in_another_language_is_told_to_name_the_python_of_the_components_with_steps(run_stack):
+    """The component package warns at preview for each component that registers steps (a project in another language
+    has no Python virtualenv with gemma4-t4 for the line to find), until `pulumi up` runs with GEMMA4_T4_PYTHON."""
+    with_steps = set()
+    for plan in (run_stack("gce-t4"), run_stack("sagemaker-t4", "endpointTtl=8h")):
+        with_steps |= {step.parent.split("::")[0].rsplit(":", 1)[1] for step in plan.find(COMMAND)
+                       if "-m gemma4_t4.step " in step.inputs["create"]}
+    assert with_steps == steps.STEP_COMPONENTS == {"SageMakerT4Endpoint", "TuringImage"}
+    for component in with_steps:
+        note = steps.foreign_program_note(component, {})
+        assert note and f"GEMMA4_T4_PYTHON={sys.executable} pulumi up" in note
+        assert steps.foreign_program_note(component, {"GEMMA4_T4_PYTHON": "/opt/venv/bin/python"}) is None
+    assert steps.foreign_program_note("GceT4Server", {}) is None
