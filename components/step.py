@@ -48,8 +48,6 @@ from types import MappingProxyType
 from typing import ClassVar, Self, TypeVar
 
 PYTHON_ENV = "GEMMA4_T4_PYTHON"
-# The module STEP_LINE runs: gemma4_t4/step.py, which never moves (the state of every stack names it).
-ENTRY = "gemma4_t4.step"
 
 # Every step by its name, as the state records it: a name never changes and never names another step (a module
 # may move: its entry here moves with it, and nothing recorded changes). tests/components/test_steps.py pins them.
@@ -64,7 +62,8 @@ STEPS: Mapping[str, str] = MappingProxyType({
 })
 
 # The `create` of every step, NAME filled in: recorded in every stack's state, so its text never changes (a change
-# runs every step of every stack once more). POSIX sh: pulumi-command runs it with `/bin/sh -c`.
+# runs every step of every stack once more), nor does the module it runs, gemma4_t4/step.py. POSIX sh: pulumi-command
+# runs it with `/bin/sh -c`.
 STEP_LINE = (
     'p="${GEMMA4_T4_PYTHON:-}"; '
     'if [ -z "$p" ]; then '
