@@ -18,6 +18,7 @@ this module; the operator tools read the committed schema.json instead.
 
 import inspect
 import json
+import os
 import sys
 from enum import Enum
 from typing import Any
@@ -42,6 +43,7 @@ from .gce import GceT4Server
 from .sagemaker import SageMakerT4Endpoint
 from .sagemaker.image import TuringImage, TuringImageSettings
 from .sagemaker.settings import SageMakerT4EndpointSettings
+from .step import foreign_program_note
 
 COMPONENTS: list[type[pulumi.ComponentResource]] = [GceT4Server, SageMakerT4Endpoint, TuringImage]
 # Inputs the schema marks secret (the analyzer cannot see it): every language's SDK then sends them as secrets,
@@ -110,6 +112,9 @@ class Provider(ComponentProvider):
 
     def construct(self, name: str, resource_type: str, inputs: pulumi.Inputs,
                   options: pulumi.ResourceOptions | None = None) -> ConstructResult:
+        note = foreign_program_note(resource_type.rsplit(":", 1)[-1], os.environ)
+        if note:
+            pulumi.log.warn(note)
         try:
             return super().construct(name, resource_type, inputs, options)
         except ComponentInitError as error:

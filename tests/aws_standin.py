@@ -42,6 +42,7 @@ from moto.server import ThreadedMotoServer
 
 from gemma4_t4.clouds.sagemaker.standins import AwsWorld
 from gemma4_t4.components import provider_answers as answers
+from gemma4_t4.components.step import STEPS
 from gemma4_t4.core.plan import ProviderInvokeError
 
 ACCOUNT = "123456789012"  # moto's default account
@@ -294,7 +295,7 @@ class _Both(io.StringIO):
 @dataclass
 class MotoWorld(AwsWorld):
     """The offline plan's AWS world with the local run answered as pulumi-command answers it: the command (one of
-    the component's steps, `python -m MODULE`) run, its main here in this process, with the environment the
+    the component's steps, `python -m gemma4_t4.step NAME`) run, its main here in this process, with the environment the
     provider gives it (this process's, moto's, then the invoke's own) and this server as AWS."""
 
     aws: MotoAws | None = None
@@ -302,13 +303,13 @@ class MotoWorld(AwsWorld):
     def run_local_command(self, args: Mapping[str, Any]) -> dict[str, Any]:
         assert self.aws is not None, "MotoWorld(aws=moto)"
         command = str(args["command"])
-        module = re.fullmatch(r".* -m ([\w.]+)", command)
-        assert module, f"not a step's command: {command}"
+        name = re.fullmatch(r".* -m gemma4_t4\.step ([\w-]+)", command)
+        assert name, f"not a step's command: {command}"
         env = {**os.environ, **self.aws.env(), **(args.get("environment") or {})}
         both = io.StringIO()
         stdout, stderr = _Both(both), _Both(both)
         with mock.patch.dict(os.environ, env, clear=True), redirect_stdout(stdout), redirect_stderr(stderr):
-            status = importlib.import_module(module.group(1)).main(env)
+            status = importlib.import_module(STEPS[name.group(1)]).main(env)
         if status != 0:
             # source: pulumi-command v1.2.1 commandOutputs.go `run` (the command's error, with its stdout and stderr
             # as written), through pulumi-go-provider and the engine (answers.run_failure); the text is the step's.

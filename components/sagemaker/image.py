@@ -40,13 +40,6 @@ APP = "gemma4-t4"
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:aws:TuringImage"
 
-# The build steps (steps/build.py, steps/local_build.py) run by the interpreter of the Pulumi program, which has
-# this package and boto3 whatever project the program lives in, named as components/step.py does it: the same text
-# from every clone (a step re-run anyway finds its image already built and prints the same digest, so nothing
-# downstream changes).
-BUILD_STEP = build.MODULE
-LOCAL_BUILD_STEP = local_build.MODULE
-
 CODEBUILD_IMAGE = "aws/codebuild/amazonlinux2-x86_64-standard:5.0"
 
 

@@ -198,7 +198,7 @@ def delete_after(name: str, ttl: timedelta, endpoint: aws.sagemaker.Endpoint, pa
                                        environment=step_environment(environment, region, request),
                                        logging=command.local.Logging.STDERR,
                                        opts=pulumi.InvokeOutputOptions(parent=parent))
-    deletes_at = created.stdout.apply(lambda at: (clock_time(at, created_at.MODULE) + ttl)
+    deletes_at = created.stdout.apply(lambda at: (clock_time(at, created_at.NAME) + ttl)
                                       .strftime(created_at.TIME_FORMAT))
     passed = command.local.Command(
         f"{name}-ttl-passed", create=ttl_passed.command(),

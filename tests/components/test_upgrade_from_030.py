@@ -14,6 +14,7 @@ from fixtures.record_upgrade import digest_long
 
 from gemma4_t4.catalog import AWS_PRICES
 from gemma4_t4.clouds import plan_stack
+from gemma4_t4.components.step import step_command
 
 RECORDED = json.loads((REPO / "tests" / "fixtures" / "upgrade-0.3.0.json").read_text())
 
@@ -33,24 +34,25 @@ REPOSITORY = ("urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:SageMakerT4Endpoin
               "aws:ecr/repository:Repository::gemma4-t4-image-repo")
 ACCOUNT_CHECK_SCOPE = ("the account check's request names the stack's Pulumi project and organization, and carries "
                        "the fleet's key and fleetChange")
-# {URN pattern: {input: why it changes}}. The SageMaker component's local steps moved into its folder
-# (components/sagemaker/steps/), so each runs once more on the first `pulumi up` after the upgrade; each re-run
-# changes nothing (components/sagemaker/steps/*.py): the account check is a read-only look at the account's quotas
-# and CodeBuild (and was a higher layer's module, which a lower layer may not start); a build finds its tag already
-# in the repository and prints the same digest; the watch finds the endpoint InService and returns; the TTL check
-# finds the deadline ahead (or, past it, deletes what the TTL deletes anyway).
+# {URN pattern: {input: why it changes}}. Each local step's recorded command changes once, to its name run by the
+# interpreter found when it runs (components/step.py), so each runs once more on the first `pulumi up` after the
+# upgrade; each re-run changes nothing (tests/components/sagemaker/test_sagemaker_step_reruns.py): the account check
+# is a read-only look at the account's quotas and CodeBuild; a build finds its tag already in the repository and
+# prints the same digest; the watch finds the endpoint InService and returns; the TTL check finds the deadline ahead
+# (or, past it, deletes what the TTL deletes anyway). From then on the text is the same on every machine and release.
+BY_NAME = "each step is recorded by its name, run by the Python found when it runs (`python -m gemma4_t4.step NAME`)"
 EXPECTED: dict[str, dict[str, str]] = {
-    STEP + "account-check": {"create": "the step's module moved to gemma4_t4.components.sagemaker.steps",
+    STEP + "account-check": {"create": BY_NAME,
                              "environment": ACCOUNT_CHECK_SCOPE, "triggers": ACCOUNT_CHECK_SCOPE},
     # Tags change in place (the AWS provider updates tags without replacing a resource); the fleet tag is the
     # fleet's key (components/sagemaker/fleet.py).
     ENDPOINT: {"tags": "the endpoint's tags name the Pulumi organization and project besides the stack"},
     ENDPOINT_LOGS: {"tags": "the endpoint's log group carries the same organization, project and stack tags"},
     REPOSITORY: {"tags": "the image repository carries the same tags, so a kept one is adopted only by its own stack"},
-    IMAGE_STEP + "codebuild-run": {"create": "the image build step moved to gemma4_t4.components.sagemaker.steps"},
-    IMAGE_STEP + "local-build": {"create": "the local image build step moved to gemma4_t4.components.sagemaker.steps"},
-    STEP + "endpoint-watch": {"create": "the endpoint watch moved to gemma4_t4.components.sagemaker.steps"},
-    STEP + "ttl-passed": {"create": "the TTL check moved to gemma4_t4.components.sagemaker.steps"},
+    IMAGE_STEP + "codebuild-run": {"create": BY_NAME},
+    IMAGE_STEP + "local-build": {"create": BY_NAME},
+    STEP + "endpoint-watch": {"create": BY_NAME},
+    STEP + "ttl-passed": {"create": BY_NAME},
     # The backstop's failure after a delete that worked lands in its own queue, which no alarm watches.
     SAGEMAKER_CHILD + "aws:scheduler/schedule:Schedule::gemma4-t4-ttl-backstop": {
         "target": "the backstop schedule sends its failures to a dead-letter queue of its own, in place"},
@@ -82,6 +84,16 @@ ADDED: dict[str, str] = {
     SAGEMAKER_CHILD + "aws:sqs/queue:Queue::gemma4-t4-ttl-backstop-dlq": TTL_ALARM,
     SAGEMAKER_CHILD + "aws:sns/topic:Topic::gemma4-t4-ttl-alarm": TTL_ALARM,
     SAGEMAKER_CHILD + "aws:cloudwatch/metricAlarm:MetricAlarm::gemma4-t4-ttl-delete-failed": TTL_ALARM,
+}
+
+
+# The module each step ran in 0.3.0 (git 34de443: components/local_step.py python_step), and the name it runs by now.
+STEP_OF_030_MODULE = {
+    "gemma4_t4.clouds.aws_account_check": "sagemaker-account-check",
+    "gemma4_t4.components.scripts.codebuild_run": "sagemaker-build",
+    "gemma4_t4.components.scripts.local_build": "sagemaker-local-build",
+    "gemma4_t4.components.scripts.endpoint_watch": "sagemaker-endpoint-watch",
+    "gemma4_t4.components.scripts.ttl_passed": "sagemaker-ttl-passed",
 }
 
 
@@ -122,3 +134,17 @@ def test_the_expected_changes_are_the_upgrade_notes():
     for why in [*(why for changes in EXPECTED.values() for why in changes.values()), *REMOVED.values(),
                 *ADDED.values(), RENAMED]:
         assert why in notes, f"CHANGELOG.md's upgrade note should say: {why}"
+
+
+@pytest.mark.parametrize("case", sorted(c for c in RECORDED["cases"] if RECORDED["cases"][c]["stack"] == "sagemaker-t4"))
+def test_each_step_of_030_is_recorded_by_its_own_name(case):
+    """0.3.0 recorded `"${GEMMA4_T4_PYTHON:-.venv/bin/python}" -m MODULE`; each step now records the one line that
+    runs it by name, and runs the same step."""
+    recorded = RECORDED["cases"][case]
+    _, plan = plan_stack(recorded["stack"], recorded["overrides"])
+    now = {as_recorded(resource): resource.inputs.get("create") for resource in plan.resources}
+    steps = {urn: then["create"].rsplit(" -m ", 1)[1] for urn, then in recorded["inputs"].items()
+             if " -m " in str(then.get("create"))}
+    assert len(steps) == 4, steps
+    for urn, module in steps.items():
+        assert now[urn] == step_command(STEP_OF_030_MODULE[module]), urn

@@ -683,6 +683,29 @@ def test_the_service_runs_a_symlink_to_the_locks_own_venv():
     assert "Wants=gemma4-t4-venv-prune.service" in _unit_lines("gemma4-vllm.service")
 
 
+def _venv_name(lock_text: str, tmp_path) -> str:
+    """The venv install-vllm.sh installs LOCK_TEXT into: its own lines for the lock's identity and the venv's name,
+    run as it runs them (bash, on the lock as the user-data writes it)."""
+    install = (REPO / "cloudinit" / "scripts" / "install-vllm.sh").read_text().splitlines()
+    lines = [next(line for line in install if line.startswith(f"{name}=")) for name in ("want", "version", "target")]
+    lock = tmp_path / "vllm-lock.txt"
+    lock.write_text(lock_text)
+    done = run(["bash", "-euo", "pipefail", "-c", "\n".join([*lines, 'echo "${target##*/}"'])],
+               env={**os.environ, "VLLM_LOCK": str(lock), "VENV": "/mnt/data/vllm/current"})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_venv_is_the_locks_pins_not_its_comments(tmp_path):
+    """A lock's new header (or resolver note) lands on the running VM without a new venv; a new pin or hash makes one."""
+    text = render.lock_file("0.30.0").read_text()
+    name = _venv_name(text, tmp_path)
+    assert re.fullmatch(r"venv-0\.30\.0-[0-9a-f]{12}", name), name
+    body = text.split("\n", 1)[1]
+    assert _venv_name("# gemma4-t4 guest lock: another header\n# a note\n" + body, tmp_path) == name
+    assert _venv_name(text.replace("aiosignal==1.4.0", "aiosignal==1.4.1"), tmp_path) != name
+
+
 def test_a_failure_no_retry_heals_is_one_exit_status_and_one_verdict_file_everywhere():
     """The guest's word for "trying again cannot help" must mean the same to each part that says or reads it:
     provision.sh's TERMINAL, its unit's RestartPreventExitStatus (systemd then stops retrying), the steps that

@@ -6,7 +6,10 @@ vLLM's release-day cutoff gives, file for file."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from conftest import REPO
 
 from gemma4_t4 import catalog
 from gemma4_t4.components.gce import guest_lock as lock
@@ -14,6 +17,18 @@ from gemma4_t4.components.gce import guest_lock as lock
 GCE_LOCKS = {v: lock.parse(lock.LOCKS[lock.gce_lock_kind(v)].read_text()) for v in catalog.GCE_VLLM_VERSIONS}
 GCE = GCE_LOCKS[catalog.PINS["vllm.gce"]]
 STANDIN = lock.parse(lock.LOCKS["standin"].read_text())
+
+
+@pytest.mark.parametrize("version", list(catalog.GCE_VLLM_VERSIONS))
+def test_each_lock_is_as_make_guest_lock_writes_it_and_its_header_says_what_is_true(version):
+    """The header is the generator's (every line of the lock as Lock.render writes it), and a path it names exists:
+    a new header reaches a running VM in place (tests/components/gce/test_serving_in_place.py) and makes no new
+    venv there (test_guest.py), so it never keeps a path that moved."""
+    text = lock.LOCKS[lock.gce_lock_kind(version)].read_text()
+    assert lock.parse(text).render() == text
+    comments = "\n".join(line for line in text.splitlines() if line.startswith("#"))
+    assert text.startswith(lock.HEADER + "\n")
+    assert not [p for p in re.findall(r"[\w./-]+\.(?:py|sh)\b", comments) if not (REPO / p).exists()], comments
 
 
 @pytest.mark.parametrize("version", list(catalog.GCE_VLLM_VERSIONS))

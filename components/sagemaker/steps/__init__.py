@@ -1,6 +1,7 @@
-"""The SageMaker component's local steps (pulumi-command Commands that `pulumi up` runs with the program's
-interpreter), one module each: its request (a StepRequest the component writes to the Command's environment and
-the step reads back), the `create` that runs it (``command()``), and its main through components/step.py's runner.
+"""The SageMaker component's local steps (pulumi-command Commands that `pulumi up` runs by name: `python -m
+gemma4_t4.step NAME`, components/step.py), one module each: its request (a StepRequest the component writes to the
+Command's environment and the step reads back), the `create` that runs it (``command()``), and its main through
+components/step.py's runner.
 
 - account_check: the CodeBuild and endpoint quotas, before anything bills;
 - build: the image built by CodeBuild (imageBuilder codebuild), its digest on stdout;

@@ -27,12 +27,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from gemma4_t4.catalog import SAGEMAKER_FLEET_TAG
 from gemma4_t4.checks import Check
 
-from ...step import StepRequest, python_step, run_step, say_as
+from ...step import StepRequest, run_step, say_as, step_command
 from ..quotas import UPDATE_CHECK, codebuild_check, fetch_codebuild, sagemaker_checks, sagemaker_usage
 from ..scope import StackScope
 from .build import session_from_env
 
 MODULE = "gemma4_t4.components.sagemaker.steps.account_check"
+NAME = "sagemaker-account-check"  # its name in components/step.py's STEPS, which the state records
 
 
 @dataclass(frozen=True)
@@ -96,8 +97,8 @@ say = say_as("account-check")
 
 
 def command() -> str:
-    """The Command's `create`: this module, run by the program's interpreter."""
-    return python_step(MODULE)
+    """The Command's `create`: this step by its NAME (components/step.py: the line every step records)."""
+    return step_command(NAME)
 
 
 def main(env: Mapping[str, str] | None = None) -> int:

@@ -38,9 +38,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from gemma4_t4 import catalog
 
-from ...step import StepFailed, StepRequest, python_step, run_step, say_as
+from ...step import StepFailed, StepRequest, run_step, say_as, step_command
 
 MODULE = "gemma4_t4.components.sagemaker.steps.build"
+NAME = "sagemaker-build"  # its name in components/step.py's STEPS, which the state records
 ASSUME_ROLES_ENV = "GEMMA4_T4_ASSUME_ROLES"  # JSON list: the provider's aws:assumeRole(s), in order
 EARLY_PHASES = ("SUBMITTED", "QUEUED", "PROVISIONING", "DOWNLOAD_SOURCE")
 # The buildspec's ECR logins (turing/ecr-login.sh): a PRE_BUILD failure of one is a refused login; the
@@ -289,8 +290,8 @@ SETTINGS_ENV = BuildRequest.ENV
 
 
 def command() -> str:
-    """The Command's `create`: this module, run by the program's interpreter."""
-    return python_step(MODULE)
+    """The Command's `create`: this step by its NAME (components/step.py: the line every step records)."""
+    return step_command(NAME)
 
 
 def main(env: Mapping[str, str] | None = None) -> int:

@@ -19,10 +19,11 @@ from datetime import UTC
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ...step import StepFailed, StepRequest, python_step, run_step, say_as
+from ...step import StepFailed, StepRequest, run_step, say_as, step_command
 from .build import session_from_env
 
 MODULE = "gemma4_t4.components.sagemaker.steps.created_at"
+NAME = "sagemaker-created-at"  # its name in components/step.py's STEPS, which the state records
 STEP = "created-at"
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -39,8 +40,8 @@ say = say_as(STEP)
 
 
 def command() -> str:
-    """The invoke's command: this module, run by the program's interpreter."""
-    return python_step(MODULE)
+    """The invoke's command: this step by its NAME (components/step.py: the line every step records)."""
+    return step_command(NAME)
 
 
 def gone(name: str) -> str:

@@ -22,10 +22,11 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ...step import LOCAL_ONLY, StepRequest, python_step, run_step, say_as
+from ...step import LOCAL_ONLY, StepRequest, run_step, say_as, step_command
 from .build import session_from_env
 
 MODULE = "gemma4_t4.components.sagemaker.steps.endpoint_watch"
+NAME = "sagemaker-endpoint-watch"  # its name in components/step.py's STEPS, which the state records
 
 
 # SageMaker's FailureReason when the region has no instance of the type to give (as published in
@@ -55,8 +56,8 @@ say = say_as("endpoint-watch")
 
 
 def command() -> str:
-    """The Command's `create`: this module, run by the program's interpreter."""
-    return python_step(MODULE)
+    """The Command's `create`: this step by its NAME (components/step.py: the line every step records)."""
+    return step_command(NAME)
 
 
 def find(sagemaker, request: WatchRequest) -> tuple[dict[str, Any] | None, bool]:

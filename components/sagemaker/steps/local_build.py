@@ -47,11 +47,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from gemma4_t4 import catalog
 
-from ...step import StepRequest, malformed, python_step, run_step, say_as
+from ...step import StepRequest, malformed, run_step, say_as, step_command
 from .. import build_context
 from .build import BuildError, existing_digest, pinned_base, session_from_env
 
 MODULE = "gemma4_t4.components.sagemaker.steps.local_build"
+NAME = "sagemaker-local-build"  # its name in components/step.py's STEPS, which the state records
 TEST_OVERRIDE_ENV = "GEMMA4_T4_LOCAL_BUILD_TEST_OVERRIDE"  # JSON: see the module's docstring
 # The order imageBuilder local tries them in: buildah and podman push exactly the manifest type they are told
 # (--format v2s2); docker last.
@@ -289,8 +290,8 @@ SETTINGS_ENV = LocalBuildRequest.ENV
 
 
 def command() -> str:
-    """The Command's `create`: this module, run by the program's interpreter."""
-    return python_step(MODULE)
+    """The Command's `create`: this step by its NAME (components/step.py: the line every step records)."""
+    return step_command(NAME)
 
 
 def main(env: Mapping[str, str] | None = None) -> int:

@@ -19,11 +19,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from gemma4_t4.catalog import SAGEMAKER_FLEET_TAG
 
-from ...step import LOCAL_ONLY, StepFailed, StepRequest, python_step, run_step, say_as
+from ...step import LOCAL_ONLY, StepFailed, StepRequest, run_step, say_as, step_command
 from ..scope import StackScope
 from .build import session_from_env
 
 MODULE = "gemma4_t4.components.sagemaker.steps.single_fleet"
+NAME = "sagemaker-single-fleet"  # its name in components/step.py's STEPS, which the state records
 GONE_WAIT_S = 1800  # DeleteEndpoint returns at once; the endpoint is listed as Deleting until its instances go
 
 
@@ -48,8 +49,8 @@ say = say_as("single-fleet")
 
 
 def command() -> str:
-    """The Command's `create`: this module, run by the program's interpreter."""
-    return python_step(MODULE)
+    """The Command's `create`: this step by its NAME (components/step.py: the line every step records)."""
+    return step_command(NAME)
 
 
 def main(env: Mapping[str, str] | None = None) -> int:

@@ -15,10 +15,11 @@ from datetime import UTC, datetime
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ...step import StepRequest, malformed, python_step, run_step, say_as
+from ...step import StepRequest, malformed, run_step, say_as, step_command
 from .build import session_from_env
 
 MODULE = "gemma4_t4.components.sagemaker.steps.ttl_passed"
+NAME = "sagemaker-ttl-passed"  # its name in components/step.py's STEPS, which the state records
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,8 @@ say = say_as("ttl")
 
 
 def command() -> str:
-    """The Command's `create`: this module, run by the program's interpreter."""
-    return python_step(MODULE)
+    """The Command's `create`: this step by its NAME (components/step.py: the line every step records)."""
+    return step_command(NAME)
 
 
 def passed(deletes_at: str, now: datetime) -> bool:

@@ -115,7 +115,7 @@ class AwsWorld:
         from ...components.sagemaker.steps import created_at
 
         command = str(args["command"])
-        if not command.endswith(f" -m {created_at.MODULE}"):
+        if command != created_at.command():
             raise NotImplementedError(f"{answers.RUN} of {command!r}: the component runs no such command")
         name = created_at.CreatedAtRequest.from_env(args.get("environment") or {}).endpoint_name
         created = MOCK_NOW if self.endpoints is None else self.endpoints.get(name)

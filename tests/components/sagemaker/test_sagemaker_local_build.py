@@ -29,7 +29,6 @@ from conftest import REPO, require_tool
 from gemma4_t4 import catalog
 from gemma4_t4.components.sagemaker import image as image_build
 from gemma4_t4.components.sagemaker.steps import local_build
-from gemma4_t4.components.step import python_step
 from gemma4_t4.core.plan import MOCK_DIGEST
 
 COMMAND = "command:local:Command"
@@ -48,7 +47,7 @@ def test_local_builds_without_codebuild_and_the_model_runs_its_digest(run_stack)
     assert not plan.find(COMMAND, "gemma4-t4-image-codebuild-run")
     assert not [r for r in plan.find("aws:iam/role:Role") if "build" in r.name], "no CodeBuild role"
     step = plan.one(COMMAND, STEP)
-    assert step.inputs["create"] == python_step(image_build.LOCAL_BUILD_STEP)
+    assert step.inputs["create"] == local_build.command()
     repository = plan.one("aws:ecr/repository:Repository").state
     request = json.loads(step.inputs["environment"][local_build.SETTINGS_ENV])
     assert request == {"repository": repository["name"], "repository_url": repository["repositoryUrl"],

@@ -8,7 +8,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import types
 
@@ -22,7 +21,7 @@ from gemma4_t4.components.sagemaker import build_context
 from gemma4_t4.components.sagemaker import provider_answers as answers
 from gemma4_t4.components.sagemaker.scope import StackScope
 from gemma4_t4.components.sagemaker.steps import build as codebuild_run
-from gemma4_t4.components.step import python_step
+from gemma4_t4.components.step import step_command
 from gemma4_t4.core.plan import SECRET_PLACEHOLDER
 
 MODEL = "aws:sagemaker/model:Model"
@@ -568,13 +567,11 @@ def _build_env(plan) -> dict:
     return plan.one(COMMAND, "gemma4-t4-image-codebuild-run").inputs["environment"]
 
 
-def test_build_step_runs_with_the_programs_interpreter_after_the_role_policy(run_stack):
+def test_build_step_runs_by_its_name_after_the_role_policy(run_stack):
     plan = run_stack("sagemaker-t4")
     build = plan.one(COMMAND, "gemma4-t4-image-codebuild-run")
-    # The interpreter running the program has the package, whatever directory the program is in; named by its
-    # place in the project, so every clone records the same step.
-    # (test_no_step_records_a_path_of_this_machine: that place, as the state records it)
-    assert build.inputs["create"] == python_step(codebuild_run.MODULE)
+    # Run by its name, with the interpreter found when it runs (tests/components/test_steps.py).
+    assert build.inputs["create"] == step_command(codebuild_run.NAME)
     assert f"{POLICY}::gemma4-t4-image-build-role-policy" in build.options["dependsOn"]
     request = json.loads(_build_env(plan)["GEMMA4_T4_BUILD"])
     policy = plan.find(POLICY, "gemma4-t4-image-build-role-policy")[0].state
@@ -582,69 +579,6 @@ def test_build_step_runs_with_the_programs_interpreter_after_the_role_policy(run
     assert request["policy_name"] == policy["name"] and request["role_name"] == role["name"]
     assert request["base_digest_pin"] == catalog.PINS["sagemaker.base_image_digest"]
     assert request["repository"] == plan.one("aws:ecr/repository:Repository").state["name"]
-
-
-@pytest.mark.parametrize("overrides", [("endpointTtl=8h",), ("imageBuilder=local", "endpointTtl=8h")])
-def test_no_step_records_a_path_of_this_machine(run_stack, overrides, tmp_path, monkeypatch):
-    """What pulumi-command keeps in the state (create, environment, triggers) is the same from any clone: an
-    `up` from another machine does not run the account check, the build, the watch or the TTL check again."""
-    project = tmp_path / "project"
-    _clone(project, monkeypatch)  # the program run from a project holding its virtualenv, as Pulumi.yaml names it
-    plan = run_stack("sagemaker-t4", *overrides)
-    steps = plan.find(COMMAND)
-    assert {s.name for s in steps} >= {"gemma4-t4-account-check", "gemma4-t4-endpoint-watch", "gemma4-t4-ttl-passed"}
-    here = {str(project), str(REPO), os.path.realpath(REPO), sys.base_prefix, os.path.expanduser("~")}
-    assert plan.one(COMMAND, "gemma4-t4-account-check").inputs["create"] == (
-        '"${GEMMA4_T4_PYTHON:-.venv/bin/python}" -m gemma4_t4.components.sagemaker.steps.account_check')
-    for step in steps:
-        recorded = json.dumps({k: step.inputs.get(k) for k in ("create", "environment", "triggers")})
-        assert not any(path in recorded for path in here), f"{step.name} records {recorded}"
-        assert not re.search(r'(^|[\s"=:])/(?!dev/)', step.inputs["create"]), step.inputs["create"]
-
-
-def _clone(root, monkeypatch):
-    """A clone of the project at ROOT, its virtualenv where Pulumi.yaml names it, the program run from there."""
-    (root / ".venv" / "bin").mkdir(parents=True)
-    os.symlink(sys.executable, root / ".venv" / "bin" / "python")
-    monkeypatch.chdir(root)
-    monkeypatch.setattr(sys, "executable", str(root / ".venv" / "bin" / "python"))
-
-
-def test_two_clones_record_the_same_step_and_each_runs_its_own_interpreter(tmp_path, monkeypatch):
-    from gemma4_t4.components.step import python_step
-
-    steps = []
-    for clone in ("alice", "bob"):
-        _clone(tmp_path / clone, monkeypatch)
-        steps.append(python_step("platform"))
-        # Run as pulumi-command runs it: /bin/sh -c, in the project's directory; the interpreter is this clone's.
-        env = {k: v for k, v in os.environ.items() if k != "GEMMA4_T4_PYTHON"}
-        done = subprocess.run(["/bin/sh", "-c", python_step("site") + " --user-base"], cwd=tmp_path / clone,
-                              env=env, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr
-    assert steps[0] == steps[1] == '"${GEMMA4_T4_PYTHON:-.venv/bin/python}" -m platform'
-
-
-def test_an_interpreter_outside_the_project_is_named_at_run_time(tmp_path, monkeypatch):
-    from gemma4_t4.components.step import python_step
-
-    monkeypatch.chdir(tmp_path)
-    step = python_step("site") + " --user-base"
-    env = {k: v for k, v in os.environ.items() if k != "GEMMA4_T4_PYTHON"}
-    # Outside the project the program's interpreter has no path relative to it: named as it is on this machine.
-    assert sys.executable in step
-    done = subprocess.run(["/bin/sh", "-c", step], cwd=tmp_path, env={**env, "GEMMA4_T4_PYTHON": "/nonexistent/python"},
-                          capture_output=True, text=True)
-    assert done.returncode != 0 and "/nonexistent/python" in done.stderr, "GEMMA4_T4_PYTHON is the one run"
-    # A path the shell would read specially stays one word, run as it is.
-    odd = tmp_path / 'my "env" $HOME'
-    (odd / "bin").mkdir(parents=True)
-    os.symlink(sys.executable, odd / "bin" / "python")
-    monkeypatch.setattr(sys, "executable", str(odd / "bin" / "python"))
-    monkeypatch.chdir(tmp_path / "..")
-    done = subprocess.run(["/bin/sh", "-c", python_step("site") + " --user-base"], cwd=os.getcwd(), env=env,
-                          capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
 
 
 def test_build_step_gets_only_the_region_when_the_stack_sets_nothing_else(run_stack):
