@@ -35,6 +35,11 @@ ADDED_SINCE_020 = {
     ("sagemaker-t4", "command:local:Command", "gemma4-t4-endpoint-watch"),
     # The TTL's backstop schedule (issue 21): a second one-time delete of the endpoint, an hour after the first.
     ("sagemaker-t4", "aws:scheduler/schedule:Schedule", "gemma4-t4-ttl-backstop"),
+    # The TTL's alarm on its dead-letter queue, its topic, and the backstop's own queue (components/sagemaker/ttl.py):
+    # the alarm bills $0.10/month (catalog), the queue and the topic nothing at rest.
+    ("sagemaker-t4", "aws:cloudwatch/metricAlarm:MetricAlarm", "gemma4-t4-ttl-delete-failed"),
+    ("sagemaker-t4", "aws:sqs/queue:Queue", "gemma4-t4-ttl-backstop-dlq"),
+    ("sagemaker-t4", "aws:sns/topic:Topic", "gemma4-t4-ttl-alarm"),
     # The endpoint's log group (issue 26), made before the endpoint so that destroy deletes it: nothing billing.
     ("sagemaker-t4", "aws:cloudwatch/logGroup:LogGroup", "gemma4-t4-endpoint-logs"),
     # The backstop's clock, read just before CreateEndpoint (issue 26): a local command.
