@@ -35,7 +35,7 @@ def readme_table(stacks: tuple[str, ...] = README_STACKS) -> str:
     lines = ["| at catalog list prices, default region | " + " | ".join(f"`{e.stack}`" for e in estimates) + " |",
              "|---|" + "---|" * len(estimates),
              "| serving, per hour | " + " | ".join(_usd(e.running_usd_per_hour, "h") for e in estimates) + " |",
-             "| stopped (`gemma4-t4 stop`), per month | " + " | ".join(
+             "| stopped (`gemma4-t4 stop -s STACK`), per month | " + " | ".join(
                  _usd(e.stopped_usd_per_month, "month") if e.stoppable else "cannot stop, only delete"
                  for e in estimates) + " |",
              "| after `pulumi destroy`, per month | " + " | ".join(
@@ -48,11 +48,20 @@ def _usd(value: float | None, unit: str) -> str:
 
 
 def _serving(result: CostEstimate) -> str:
-    """Per hour while serving; an autoscaled endpoint's range as `plan` shows it."""
+    """Per hour while serving; an autoscaled endpoint's range as `plan` shows it; where a part has no catalog price,
+    the floor the priced parts come to, and what it leaves out."""
+    if result.running_usd_per_hour is None and result.running_usd_per_hour_at_least is not None:
+        missing = ", ".join(dict.fromkeys(_part(item) for item in result.unpriced)) or "some parts"
+        return f"≥ {_usd(result.running_usd_per_hour_at_least, 'h')} + {missing}, price unknown"
     span = result.running_usd_per_hour_range
     if span is None or span[0] == span[1]:
         return _usd(result.running_usd_per_hour, "h")
     return f"{_usd(span[0], 'h')} to {_usd(span[1], 'h')}, fewest to most instances"
+
+
+def _part(item: str) -> str:
+    """A catalog item as the table names it: disk:pd-ssd:gb-month in europe-west4 is a disk."""
+    return {"disk": "disks", "machine": "machine", "gpu": "GPUs"}.get(item.split(":", 1)[0], item)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,6 +88,9 @@ def run(args: argparse.Namespace) -> int:
             or any(d.usd_per_month is None for d in result.disks):
         console.print("-: the catalog has no list price here: unknown, not free"
                       + (" (the disks still bill)" if result.disks else ""), markup=False)
+    if result.running_usd_per_hour is None and result.running_usd_per_hour_at_least is not None:
+        console.print(f"≥: at least what the catalog prices, {result.at_least_covers}; no list price for "
+                      f"{', '.join(result.unpriced)}", markup=False)
     for note in result.notes:
         console.print(note, markup=False)
     return EXIT_OK

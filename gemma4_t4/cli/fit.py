@@ -1,6 +1,6 @@
 """`gemma4-t4 fit`: compile every Gemma 4 attention kernel the clamp launches for sm_75 (no GPU)
 and report shared memory, registers and spills, in each of the project's fit environments
-(`make fit-env`: one per pinned vLLM), or here if vLLM imports here."""
+(`make fit-env` in a clone: one per pinned vLLM), or here if vLLM imports here."""
 
 from __future__ import annotations
 

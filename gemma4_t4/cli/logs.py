@@ -19,7 +19,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with target_options.opened(args) as target:
+    # A URL has no log (core.targets.NO_LOG_AT_A_URL): without the Pulumi CLI, only an endpoint is left.
+    with target_options.opened(args, instead="--endpoint NAME --region REGION") as target:
         for line in target.log_lines(args.follow, args.lines):
             console.out(line, highlight=False)
     return EXIT_OK

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from .. import clouds
+from ..core.ops import INSTEAD_OF_A_STACK
 from ..core.targets import Target
 from .output import add_check, busy
 
@@ -41,10 +42,13 @@ def add_model(parser: argparse.ArgumentParser) -> None:
 
 
 @contextmanager
-def opened(args: argparse.Namespace) -> Iterator[Target]:
+def opened(args: argparse.Namespace, instead: str = INSTEAD_OF_A_STACK) -> Iterator[Target]:
+    """The target the options name. INSTEAD: the options the command takes instead of a stack (for the line that
+    says the Pulumi CLI is missing): every one it names must work with the command."""
     with busy("reading the stack" if args.stack else "connecting"):
         target = clouds.resolve_target(url=args.url, stack=args.stack, endpoint=args.endpoint, region=args.region,
-                                       endpoint_url=args.endpoint_url, compute_endpoint=args.compute_endpoint)
+                                       endpoint_url=args.endpoint_url, compute_endpoint=args.compute_endpoint,
+                                       instead=instead)
     try:
         yield target
     finally:

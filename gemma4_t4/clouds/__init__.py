@@ -16,10 +16,10 @@ from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate, CostItem
 from ..core.lifecycle import Machine, NotStoppable
 from ..core.offers import Offer, cheapest_first
-from ..core.ops import stack_outputs
+from ..core.ops import INSTEAD_OF_A_STACK, stack_outputs
 from ..core.preflight import Check, Needs
-from ..core.targets import HttpTarget, Target, TargetError, server_url
-from ..errors import PROJECT, STACK_CONFIG
+from ..core.targets import HttpTarget, Target, server_url
+from ..errors import PROJECT, STACK_CONFIG, UsageError
 from .base import Cloud, Feature, Move, Place, Placement, outputs_cloud
 from .gce.failover import MOVES as FAILOVER_MOVES
 from .stack_config import DEFAULT_CLOUD, all_keys, config_keys, stack_defaults
@@ -134,31 +134,34 @@ def endpoint_cloud() -> Cloud:
     """The cloud whose servers --endpoint NAME --region REGION names (Feature.NAMED_ENDPOINT)."""
     found = [cloud for cloud in CLOUDS.values() if cloud.supports(Feature.NAMED_ENDPOINT)]
     if len(found) != 1:
-        raise TargetError(f"--endpoint names an endpoint of one cloud; these clouds have endpoints: "
+        raise UsageError(f"--endpoint names an endpoint of one cloud; these clouds have endpoints: "
                           f"{', '.join(c.name for c in found) or 'none'}: use --stack or --url")
     return found[0]
 
 
 def resolve_target(url: str | None = None, stack: str | None = None, endpoint: str | None = None,
                    region: str | None = None, endpoint_url: str | None = None,
-                   project_dir: Path | None = None, compute_endpoint: str | None = None) -> Target:
+                   project_dir: Path | None = None, compute_endpoint: str | None = None,
+                   instead: str = INSTEAD_OF_A_STACK) -> Target:
     """--url, --endpoint with --region, or --stack (read from `pulumi stack output`, run in
     ``project_dir`` or here). A GCE stack's own IAP tunnel opens, on a free local port, when it is
     first needed, and again whenever it is down; its VM is watched through the Compute API
-    (``compute_endpoint``: a stand-in, for the tests)."""
+    (``compute_endpoint``: a stand-in, for the tests). INSTEAD: what the caller takes instead of a stack,
+    for the line that says the Pulumi CLI is missing (`logs` has no log at a URL)."""
     if sum(1 for where in (url, stack, endpoint) if where) > 1:
-        raise TargetError("say where once: one of --url, --stack or --endpoint, not several")
+        raise UsageError("say where once: one of --url, --stack or --endpoint, not several")
     if region and not endpoint:
-        raise TargetError("--region goes with --endpoint (a stack knows its own region)")
+        raise UsageError("--region goes with --endpoint (a stack knows its own region)")
     if url:
         return HttpTarget(server_url(url))  # no key: it goes only to a stack's own server
     if endpoint:
         if not region:
-            raise TargetError("--endpoint needs --region")
+            raise UsageError("--endpoint needs --region")
         return endpoint_cloud().endpoint_target(endpoint, region, endpoint_url=endpoint_url)
     if stack:
-        return stack_target(stack, stack_outputs(stack, cwd=project_dir), endpoint_url, compute_endpoint)
-    raise TargetError("say where: --url URL, --stack STACK, or --endpoint NAME --region REGION")
+        return stack_target(stack, stack_outputs(stack, cwd=project_dir, instead=instead), endpoint_url,
+                            compute_endpoint)
+    raise UsageError("say where: --url URL, --stack STACK, or --endpoint NAME --region REGION")
 
 
 def vm_from_stack(stack: str, project_dir: Path | None = None, outputs: Mapping[str, Any] | None = None,

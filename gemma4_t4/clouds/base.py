@@ -25,7 +25,7 @@ from ..core.offers import Offer
 from ..core.plan import Invoke, Plan, StateStandIn
 from ..core.preflight import Check, Needs
 from ..core.targets import Target, TargetError
-from ..errors import ConfigError, Set, Unset
+from ..errors import ConfigError, Set, Unset, UsageError
 
 
 def refuse_unknown_provider_keys(config: Mapping[str, Any], namespace: str, known: Collection[str],
@@ -162,7 +162,7 @@ class Cloud(ABC):
 
     def endpoint_target(self, endpoint: str, region: str, endpoint_url: str | None = None) -> Target:
         """The server --endpoint ENDPOINT --region REGION names (Feature.NAMED_ENDPOINT)."""
-        raise TargetError(f"{self.name}: {self.unsupported.get(Feature.NAMED_ENDPOINT, 'no named endpoints')}")
+        raise UsageError(f"{self.name}: {self.unsupported.get(Feature.NAMED_ENDPOINT, 'no named endpoints')}")
 
     def explain(self, err: BaseException) -> Failure | None:
         """ERR, when the cloud's client library raised it, in one line with the fix; None: not its client's."""

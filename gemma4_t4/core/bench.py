@@ -86,6 +86,11 @@ class RequestTiming(TypedDict):
     chunks: int  # chunks that carried text (a chunk may carry several tokens under load)
     prompt_tokens: int
     completion_tokens: int
+    # The client's own time before the request left (building it, a pooled or new connection): in no latency above.
+    client_s: float
+    # sent -> the response's headers (None where the target cannot say). vLLM 0.30 writes them once it has parsed,
+    # validated and rendered the request, before the engine has it: most of its front end, little of its TTFT.
+    headers_s: float | None
 
 
 class Batch(TypedDict):
@@ -106,6 +111,8 @@ class Figures(TypedDict):
     ttft_mean_s: float | None
     itl_mean_s: float | None  # sum of (last token - first token) / sum of (tokens - 1): per token
     e2e_mean_s: float | None
+    client_mean_s: float | None  # the bench's own time before a request left (RequestTiming.client_s); None: server
+    headers_mean_s: float | None  # mean RequestTiming.headers_s; None: the server's, or a target that cannot say
 
 
 class ServerCheck(TypedDict):
@@ -212,19 +219,23 @@ def figures(timings: list[RequestTiming]) -> Figures:
     """What the bench sent and saw, in the server's terms."""
     decoding = [t for t in timings if t["completion_tokens"] >= 2]
     decode_tokens = sum(t["completion_tokens"] - 1 for t in decoding)
+    heard = [h for t in timings if (h := t.get("headers_s")) is not None]
     return Figures(
         requests=len(timings), prompt_tokens=sum(t["prompt_tokens"] for t in timings),
         generation_tokens=sum(t["completion_tokens"] for t in timings),
         ttft_mean_s=statistics.fmean(t["ttft_s"] for t in timings) if timings else None,
         itl_mean_s=sum(t["last_token_s"] - t["ttft_s"] for t in decoding) / decode_tokens if decode_tokens else None,
-        e2e_mean_s=statistics.fmean(t["e2e_s"] for t in timings) if timings else None)
+        e2e_mean_s=statistics.fmean(t["e2e_s"] for t in timings) if timings else None,
+        client_mean_s=statistics.fmean(t.get("client_s", 0.0) for t in timings) if timings else None,
+        headers_mean_s=statistics.fmean(heard) if heard else None)
 
 
 def server_check(timings: list[RequestTiming], window: metrics.Window) -> ServerCheck:
     bench = figures(timings)
     server = Figures(requests=window.requests, prompt_tokens=window.prompt_tokens,
                      generation_tokens=window.generation_tokens, ttft_mean_s=window.ttft_mean_s,
-                     itl_mean_s=window.itl_mean_s, e2e_mean_s=window.e2e_mean_s)
+                     itl_mean_s=window.itl_mean_s, e2e_mean_s=window.e2e_mean_s, client_mean_s=None,
+                     headers_mean_s=None)
     counts_equal = (bench["requests"] == server["requests"] and bench["prompt_tokens"] == server["prompt_tokens"]
                     and bench["generation_tokens"] == server["generation_tokens"])
     ttft_ok = False
@@ -252,10 +263,17 @@ class Bench:
         self._in_time()
         body = {"model": self.model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
                 "temperature": temperature, "ignore_eos": ignore_eos}
-        start = time.perf_counter()
+        called = time.perf_counter()
+        # When the request left and its answer's headers came: the target says (HttpTarget: on the wire).
+        wire: dict[str, float] = {}
+
+        def on_wire(said: str) -> None:
+            wire.setdefault(said, time.perf_counter())
+
         first = last = None
         gaps, pieces, usage = [], [], None
-        for chunk in self.target.chat_stream(body):
+        for chunk in self.target.chat_stream(body, on_wire=on_wire):
+            start = wire.get("sent", called)
             now = time.perf_counter() - start
             choices = chunk.get("choices") or []
             if choices and first is None:
@@ -267,13 +285,15 @@ class Bench:
                 last = now
                 pieces.append(text)
             usage = chunk.get("usage") or usage
+        start = wire.get("sent", called)
         end = time.perf_counter() - start
         if usage is None or first is None:
             raise TargetError(f"{self.target.label}: the stream ended without {'usage' if first else 'any choice'}: "
                               "is this an OpenAI-compatible server that honours stream_options.include_usage?")
         timing = RequestTiming(ttft_s=first, last_token_s=last if last is not None else first, e2e_s=end,
                                chunks=len(pieces), prompt_tokens=usage["prompt_tokens"],
-                               completion_tokens=usage["completion_tokens"])
+                               completion_tokens=usage["completion_tokens"], client_s=start - called,
+                               headers_s=wire["answered"] - start if "answered" in wire else None)
         return _Stream(timing, "".join(pieces), gaps)
 
     def _read_metrics(self) -> metrics.Snapshot | None:
@@ -396,7 +416,8 @@ def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
     try:
         return _compare(a, b)
     except (KeyError, TypeError, IndexError) as err:
-        raise TargetError(f"a report lacks {err}: both files must come from `gemma4-t4 bench run --out`") from None
+        raise TargetError(f"a report lacks {err}: both files must come from "
+                          "`gemma4-t4 bench run -s STACK --out FILE`") from None
 
 
 # Latency rows of the comparison: (label, load key, percentile). Reports of schema 1 have none.
@@ -440,7 +461,8 @@ def load_report(path: str | Path) -> dict[str, Any]:
     try:
         report = json.loads(Path(path).read_text())
     except FileNotFoundError:
-        raise TargetError(f"{path}: no such file (write one with `gemma4-t4 bench run --out {path}`)") from None
+        raise TargetError(f"{path}: no such file (write one with "
+                          f"`gemma4-t4 bench run -s STACK --out {path}`)") from None
     except (OSError, UnicodeDecodeError) as err:
         raise TargetError(f"{path}: cannot read it ({err})") from None
     except json.JSONDecodeError as err:

@@ -33,6 +33,12 @@ class CostEstimate:
     disks: list[DiskBill] = field(default_factory=list)
     extras: list[CostItem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Where running_usd_per_hour is None because the catalog lacks a price: what the priced parts come to (a
+    # floor, filled in by the cloud where it can price a part), what that floor covers, and the catalog items
+    # with no price there (e.g. "disk:pd-ssd:gb-month in europe-west4").
+    running_usd_per_hour_at_least: float | None = None
+    at_least_covers: str = ""
+    unpriced: list[str] = field(default_factory=list)
 
     @classmethod
     def from_outputs(cls, stack: str, outputs: dict[str, Any]) -> CostEstimate:

@@ -85,7 +85,8 @@ def _http(err: BaseException) -> Failure | None:
     import httpx
 
     if isinstance(err, httpx.TimeoutException):
-        return Failure(f"no answer in time from {_url(err)}: is the server up? (`gemma4-t4 status`)")
+        return Failure(f"no answer in time from {_url(err)}: is the server up? (`gemma4-t4 status --url "
+                       f"{_origin(err)}`)")
     if isinstance(err, httpx.HTTPStatusError):
         return Failure(f"{err.request.url}: HTTP {err.response.status_code}")
     if isinstance(err, httpx.HTTPError):
@@ -98,6 +99,15 @@ def _url(err: BaseException) -> str:
         return str(err.request.url)  # type: ignore[attr-defined]
     except (AttributeError, RuntimeError):  # httpx raises RuntimeError when no request is attached
         return "the server"
+
+
+def _origin(err: BaseException) -> str:
+    """scheme://host:port of the request ERR was for (what `--url` takes), else URL."""
+    try:
+        url = err.request.url  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):
+        return "URL"
+    return f"{url.scheme}://{url.host}" + (f":{url.port}" if url.port else "")
 
 
 def _more_than(message: str, err: BaseException) -> str:

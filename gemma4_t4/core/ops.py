@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import catalog
+from ..errors import UsageError
 from . import proc
 from .lifecycle import VM_ABSENT
 from .targets import Target, TargetError, cause
@@ -32,12 +33,16 @@ PULUMI_TIMEOUT_S = 120.0
 SCHEMA_VERSION = 1
 
 
-def stack_outputs(stack: str, cwd: Path | None = None, instead: str = "--url URL or --endpoint NAME") -> dict[str, Any]:
+# What a command that talks to a server takes instead of a stack, for the line that says the Pulumi CLI is missing.
+INSTEAD_OF_A_STACK = "--url URL, or --endpoint NAME --region REGION"
+
+
+def stack_outputs(stack: str, cwd: Path | None = None, instead: str = INSTEAD_OF_A_STACK) -> dict[str, Any]:
     """`pulumi stack output --json` of a deployed stack. INSTEAD: the caller's own way to name its target
-    without a stack (its flags), for the line that says the Pulumi CLI is missing."""
+    without a stack (its flags; "" where it has none), for the line that says the Pulumi CLI is missing."""
     if shutil.which("pulumi") is None:
-        raise TargetError(f"reading stack {stack} needs the Pulumi CLI (https://www.pulumi.com/docs/install/); "
-                          f"or pass {instead}")
+        raise TargetError(f"reading stack {stack} needs the Pulumi CLI (https://www.pulumi.com/docs/install/)"
+                          + (f"; or pass {instead}" if instead else ""))
     argv = ["pulumi", "stack", "output", "--json", "--stack", stack]
     try:
         result = proc.run(argv, PULUMI_TIMEOUT_S, cwd=cwd)
@@ -182,7 +187,8 @@ def wait_failure(result: WaitResult, timeout_s: float) -> str:
     elif result.phase:
         lines.append(f"the guest's phase: {result.phase}" + (f": {result.detail}" if result.detail else ""))
         if result.phase == RETRYING:
-            lines.append("the guest is still trying again by itself: `gemma4-t4 wait` again, or fix what it names")
+            lines.append("the guest is still trying again by itself: `gemma4-t4 wait -s STACK` again, or fix what "
+                         "it names")
     elif result.vm_status:
         lines.append(f"the VM is {result.vm_status}; its guest has published no boot phase yet")
     if result.recent_log:
@@ -201,7 +207,7 @@ def wait_failure(result: WaitResult, timeout_s: float) -> str:
 def _recent_log(target: Target, lines: int = 20) -> list[str]:
     try:
         return list(target.log_lines(follow=False, lines=lines))
-    except TargetError:
+    except (TargetError, UsageError):
         return []  # a plain URL has no log; a log that cannot be read is not the failure to report
 
 

@@ -14,10 +14,12 @@ stand-in for its provider's functions, given what already exists: gemma4_t4.clou
 from __future__ import annotations
 
 import asyncio
+import difflib
 import hashlib
 import importlib.util
 import json
 import runpy
+import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -88,15 +90,41 @@ def load_stack_config(stack: str, overrides: Sequence[str] = (), repo: Path | No
     if not stack_file.is_file():
         known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in repo.glob("Pulumi.*.yaml"))
         raise FileNotFoundError(f"no stack file {stack_file.name}; stacks here: {', '.join(known)}")
-    stack_config = read_yaml(stack_file).get("config") or {}
+    document = read_yaml(stack_file)
+    for line in stack_file_warnings(stack_file, document):
+        sys.stderr.write(f"warning: {line}\n")
+    stack_config = document.get("config") or {}
     if not isinstance(stack_config, dict):
-        raise UsageError(f"{stack_file}: its config: is not a mapping of keys to values (Pulumi's stack file: "
-                         "config:\n  gemma4-t4:KEY: VALUE)")
+        raise UsageError(f"{stack_file}: its config: is a {type(stack_config).__name__}, not a mapping of keys to "
+                         "values: write each setting under config: as `gemma4-t4:KEY: VALUE`, one a line (as "
+                         "`pulumi config set gemma4-t4:KEY VALUE` writes it)")
     for key, value in stack_config.items():
         config[_qualify(key)] = value
     for override in overrides:
         apply_override(config, override)
     return config
+
+
+# The top-level keys of a stack file, as the Pulumi CLI reads it (pulumi/pulumi sdk/go/common/workspace/project.go,
+# ProjectStack: secretsprovider, encryptedkey, encryptionsalt, config, environment); it ignores any other, silently.
+STACK_FILE_KEYS = ("secretsprovider", "encryptedkey", "encryptionsalt", "config", "environment")
+
+
+def stack_file_warnings(path: Path, document: dict[str, Any]) -> list[str]:
+    """One line for each top-level key of the stack file at PATH that Pulumi does not read (a mistyped `conifg:`
+    would leave every setting under it out, and the defaults planned), with the fix."""
+    lines = []
+    for key in document:
+        if key in STACK_FILE_KEYS:
+            continue
+        close = difflib.get_close_matches(str(key).lower(), STACK_FILE_KEYS, n=1, cutoff=0.6)
+        held = document[key]
+        what = (f"its {len(held)} settings are ignored (this plan has the defaults in their place)"
+                if isinstance(held, dict) and held else "it is ignored")
+        fix = (f"did you mean {close[0]}:? rename it" if close else
+               f"remove it, or move its settings under config: (Pulumi reads only {', '.join(STACK_FILE_KEYS)})")
+        lines.append(f"{path.name}: top-level key {str(key)!r} is not one Pulumi reads, so {what}; {fix}")
+    return lines
 
 
 def apply_override(config: dict[str, Any], override: str) -> None:
@@ -474,7 +502,7 @@ def cost_line(plan: Plan) -> str | None:
     if span is None:
         if "cost_per_hour_usd" in plan.outputs:  # the stack says it, and the catalog has no price: unknown, not $0
             return ("estimated cost while running: unknown (the catalog lacks a list price here; "
-                    "`gemma4-t4 cost` shows which)")
+                    f"`gemma4-t4 cost {plan.stack}`, with the same --config, shows which)")
         return None
     low, high = span
     shown = f"${low:.4f}/h" if low == high else f"${low:.4f}/h to ${high:.4f}/h, fewest to most instances"

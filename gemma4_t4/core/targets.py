@@ -10,13 +10,14 @@ import json
 import os
 import re
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import httpx
 
 from .. import catalog
+from ..errors import UsageError
 from .untrusted import defang
 
 
@@ -74,6 +75,10 @@ def vram(query_output: str) -> dict[str, Any]:
     return summary
 
 
+# What a target tells a caller about a request on the wire: "sent", then "answered" (Target.chat_stream).
+OnWire = Callable[[str], None]
+
+
 class Target(Protocol):
     label: str
     cloud: str  # the registered cloud it is on (gemma4_t4.clouds), "" for a bare URL
@@ -82,7 +87,11 @@ class Target(Protocol):
     def probe(self) -> tuple[bool, str]: ...
     def models(self) -> list[dict[str, Any]]: ...
     def chat(self, body: dict[str, Any]) -> dict[str, Any]: ...
-    def chat_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]: ...
+    def chat_stream(self, body: dict[str, Any], on_wire: OnWire | None = None) -> Iterator[dict[str, Any]]:
+        """The streamed answer's chunks. ON_WIRE, where the target can say: "sent" once, as the request leaves for the
+        server (its first byte written), and "answered" once its response's headers are in, so a caller times the
+        server and not its own client (the benchmark)."""
+        ...
     def metrics(self) -> str | None: ...
     def describe(self) -> dict[str, Any]: ...
     def log_lines(self, follow: bool, lines: int = 200) -> Iterator[str]: ...
@@ -111,6 +120,9 @@ CONNECT_TIMEOUT_S = 10.0
 READ_TIMEOUT_S = 1800.0
 
 
+# What `logs` says to a bare URL: a server's log is on its machine, which only a stack or an endpoint names.
+NO_LOG_AT_A_URL = "a plain URL has no log to read: use --stack STACK, or --endpoint NAME --region REGION"
+
 # The forms of a server's URL the tools take: its origin, or the OpenAI SDK's base (ORIGIN/v1), which names the same
 # server. The tools add the API's paths themselves; a path, query, fragment or user part would send the request (and
 # the stack's key, where it has one) somewhere the caller chose.
@@ -118,19 +130,29 @@ SERVER_URL_PATHS = ("", "/", "/v1", "/v1/")
 
 
 def server_url(url: str) -> str:
-    """URL if it names a server as the tools take it (SERVER_URL_PATHS); TargetError saying why not."""
+    """URL if it names a server as the tools take it (SERVER_URL_PATHS); UsageError saying why not, with the URL to
+    give instead. A URL without a scheme (localhost:8000) is refused with its http:// form, never taken as one: the
+    scheme is the caller's to say (a server behind TLS is https), and the same --url means the same everywhere."""
+    if "://" not in url:
+        guess = f"http://{url}"
+        try:
+            named = bool(url) and bool(httpx.URL(guess).host)
+        except httpx.InvalidURL:
+            named = False
+        if named:
+            raise UsageError(f"url {url} has no scheme: give {guess} (or https://{url} for a server behind TLS)")
     try:
         parsed = httpx.URL(url)
     except httpx.InvalidURL as err:
-        raise TargetError(f"url {url}: {err}") from None
+        raise UsageError(f"url {url}: {err}; give http(s)://host:port, e.g. http://127.0.0.1:8000") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise TargetError(f"url {url}: give http(s)://host:port, e.g. http://127.0.0.1:8000")
+        raise UsageError(f"url {url}: give http(s)://host:port, e.g. http://127.0.0.1:8000")
     extra = [what for what, there in (("a path", parsed.path not in SERVER_URL_PATHS), ("a query", parsed.query),
                                       ("a fragment", parsed.fragment), ("a user part", parsed.userinfo)) if there]
     if extra:
         origin = f"{parsed.scheme}://{parsed.host}" + (f":{parsed.port}" if parsed.port else "")
-        raise TargetError(f"url {url} has {' and '.join(extra)}: give the server's origin, e.g. {origin} (the tools "
-                          "add the API's paths themselves)")
+        raise UsageError(f"url {url} has {' and '.join(extra)}: give the server's origin, e.g. {origin} (the tools "
+                         "add the API's paths themselves)")
     return url
 
 
@@ -203,11 +225,12 @@ class HttpTarget:
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._request("POST", "/v1/chat/completions", {**body, "stream": False}).json()
 
-    def chat_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def chat_stream(self, body: dict[str, Any], on_wire: OnWire | None = None) -> Iterator[dict[str, Any]]:
         stream_body = {**body, "stream": True, "stream_options": {"include_usage": True}}
         path = "/v1/chat/completions"
+        extensions = {"trace": _wire_trace(on_wire)} if on_wire is not None else None
         try:
-            with self.client.stream("POST", path, json=stream_body) as response:
+            with self.client.stream("POST", path, json=stream_body, extensions=extensions) as response:
                 if response.is_error:
                     response.read()
                     response.raise_for_status()
@@ -230,12 +253,31 @@ class HttpTarget:
         return {}
 
     def log_lines(self, follow: bool, lines: int = 200) -> Iterator[str]:
-        raise TargetError("a plain URL has no log to read: use --stack STACK or --endpoint NAME")
+        raise UsageError(NO_LOG_AT_A_URL)
 
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+# httpcore's trace events (its "trace" request extension), on HTTP/1.1 and 2: the request's headers start to go out
+# (after the connection is set up and taken from the pool, before the server can have seen any of it), and the
+# response's headers are in.
+WIRE_EVENTS = {"http11.send_request_headers.started": "sent", "http2.send_request_headers.started": "sent",
+               "http11.receive_response_headers.complete": "answered",
+               "http2.receive_response_headers.complete": "answered"}
+
+
+def _wire_trace(on_wire: OnWire) -> Callable[[str, dict[str, Any]], None]:
+    told: set[str] = set()
+
+    def trace(event: str, info: dict[str, Any]) -> None:
+        if (said := WIRE_EVENTS.get(event)) is not None and said not in told:
+            told.add(said)
+            on_wire(said)
+
+    return trace
 
 
 def free_local_port() -> int:

@@ -27,11 +27,11 @@ RENAMED = {
 # CLI options no tool takes, and why (the same reason for every command that has the option).
 NOT_OFFERED = {
     "json": "every tool result is the structured document --json prints, schema_version and all",
-    "project_dir": "one Pulumi project per server: `gemma4-t4 mcp --project-dir`",
+    "project_dir": "one Pulumi project per server: `gemma4-t4 mcp --project-dir DIR`",
     "follow": "a tool call returns once; a followed log never ends",
     "stream": "query always streams (the pieces as progress notifications); the result is the whole reply",
     "user_data": "plan's result already holds the guest's user-data (the VM's metadata); writing it to a file "
                  "is the CLI's",
-    "all_regions": "not offered yet: every region's quotas and offers (`gemma4-t4 preflight --all-regions`)",
+    "all_regions": "not offered yet: every region's quotas and offers (`gemma4-t4 preflight STACK --all-regions`)",
     "regions": "goes with all_regions",
 }

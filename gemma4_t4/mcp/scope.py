@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from ..core.targets import TargetError, server_url
+from ..errors import UsageError
 
 REFUSED = "refused: "
 
@@ -166,7 +167,7 @@ class Urls:
         # httpx parses it here as HttpTarget's client will when it connects: one reading of the host.
         try:
             parsed = httpx.URL(server_url(url))
-        except TargetError as err:
+        except UsageError as err:
             raise OutOfScope(f"{REFUSED}{err}") from None
         if is_loopback(parsed.host) or _origin(parsed) in {_origin(httpx.URL(a)) for a in self.allowed}:
             return url

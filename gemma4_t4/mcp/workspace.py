@@ -15,7 +15,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from .. import clouds
 from ..core import ops
 from ..core.lifecycle import Machine
-from ..core.targets import Target, TargetError
+from ..core.targets import Target
+from ..errors import UsageError
 from . import scope
 
 T = TypeVar("T")
@@ -57,8 +58,10 @@ class Workspace:
         self.endpoint_url = endpoint_url  # a stand-in for the cloud's serving API (clouds.stack_target)
         self.compute_endpoint = compute_endpoint
 
-    def outputs(self, stack: str) -> dict[str, Any]:
-        return ops.stack_outputs(self.stack(stack), cwd=self.project_dir)
+    def outputs(self, stack: str, instead: str = "url (a server's URL) instead of stack") -> dict[str, Any]:
+        """The stack's outputs; INSTEAD: the tool's arguments that name its target without a stack, for the line that
+        says the Pulumi CLI is missing (in the tools' words, not the CLI's flags)."""
+        return ops.stack_outputs(self.stack(stack), cwd=self.project_dir, instead=instead)
 
     def stack(self, name: str) -> str:
         """NAME, if the tools may act on it (scope.stack_name)."""
@@ -93,8 +96,8 @@ class Workspace:
         if not stack:
             if any(asked.values()):
                 raise scope.needs_stack(asked, "a stack's own VM")
-            raise TargetError("say which VM: stack (a deployed GCE stack)")
-        outputs = self.outputs(stack)
+            raise UsageError("say which VM: stack (a deployed GCE stack)")
+        outputs = self.outputs(stack, instead="")  # the tools name a VM by its stack alone
         scope.check_owned(stack, outputs, asked)
         return clouds.vm_from_stack(stack, outputs=outputs, api_endpoint=self.compute_endpoint)
 

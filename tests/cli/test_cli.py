@@ -100,6 +100,11 @@ DEAD = "http://127.0.0.1:1"  # reaching it would fail with 1, not 2: a 2 proves 
     (("bench", "run", "--url", DEAD, "--out", "/nonexistent/run.json"), "--out /nonexistent/run.json: no folder"),
     (("cost", "gce-t4", "-s", "sagemaker-t4"), "two stacks"),
     (("cost",), "which stack?"),
+    (("query", "hi", "--url", "localhost:8000"), "url localhost:8000 has no scheme: give http://localhost:8000"),
+    (("status", "--url", "127.0.0.1:8000/v1"), "give http://127.0.0.1:8000/v1"),
+    (("status", "--url", "http://127.0.0.1:8000/v1/chat"), "has a path: give the server's origin"),
+    (("bench", "run", "--url", "ftp://127.0.0.1"), "give http(s)://host:port"),
+    (("logs", "--url", DEAD), "a plain URL has no log to read: use --stack STACK, or --endpoint NAME --region REGION"),
 ])
 def test_values_are_checked_before_anything_is_sent(args, fragment):
     result = gemma4_t4(*args)

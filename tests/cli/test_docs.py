@@ -29,7 +29,7 @@ def test_the_readmes_cost_table_is_the_cost_commands():
         cost = json.loads(result.stdout)
         assert rows["serving, per hour"][column] == f"${cost['running_usd_per_hour']:,.4f}/h"
         assert rows["after `pulumi destroy`, per month"][column] == f"${cost['after_destroy_usd_per_month']:,.2f}/month"
-        stopped = rows["stopped (`gemma4-t4 stop`), per month"][column]
+        stopped = rows["stopped (`gemma4-t4 stop -s STACK`), per month"][column]
         assert stopped == (f"${cost['stopped_usd_per_month']:,.2f}/month" if cost["stoppable"]
                            else "cannot stop, only delete")
 

@@ -143,7 +143,8 @@ def test_no_server_is_one_line(args, capsys):
     # status answers "NOT serving" with its reason on stdout; wait adds where to look next.
     code, _ = gemma4_t4(capsys, *args, "--url", f"http://127.0.0.1:{free_port()}",
                           one_line=args[0] not in ("status", "wait"))
-    assert code == output.EXIT_FAILED
+    # logs: a URL has no log whether a server is there or not, the caller's to fix.
+    assert code == (output.EXIT_USAGE if args[0] == "logs" else output.EXIT_FAILED)
 
 
 @pytest.mark.parametrize("args", [("plan", "gce-t4", "--user-data", "/nonexistent/folder/user-data.yaml"),
@@ -334,7 +335,10 @@ CONTRACT = [
     (("status", "-s", "gce-t4"), "fake", 1, "error: no stack named 'gce-t4' found", "target"),
     (("wait", "-s", "gce-t4"), "fake", 1, "error: no stack named 'gce-t4' found", "target"),
     (("query", "hi", "--url", "PROXY"), None, 1, "/v1/models: HTTP 502: 502 Bad Gateway", "target"),
-    (("logs", "--url", "PROXY"), None, 1, "a plain URL has no log to read", None),
+    (("logs", "--url", "PROXY"), None, 2, "a plain URL has no log to read", None),
+    (("logs", "-s", "gce-t4"), "none", 1, "or pass --endpoint NAME --region REGION", None),
+    (("status", "-s", "gce-t4"), "none", 1, "or pass --url URL, or --endpoint NAME --region REGION", "target"),
+    (("query", "hi", "--url", "localhost:8000"), None, 2, "has no scheme: give http://localhost:8000", "usage"),
     (("bench", "run", "--url", "PROXY", "--questions", "1"), None, 1, "HTTP 502: 502 Bad Gateway", "target"),
     (("bench", "compare", "/nonexistent/a.json", "/nonexistent/b.json"), None, 2, "/nonexistent/a.json: no such file",
      "usage"),

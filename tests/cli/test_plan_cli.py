@@ -182,6 +182,56 @@ def test_outside_the_us_the_machine_is_priced_and_the_unknown_disks_leave_the_to
     assert all(disk["usd_per_month"] is None for disk in costed["disks"])
 
 
+def test_outside_the_us_cost_gives_the_machine_and_t4_floor_and_names_the_unpriced_disks():
+    """`zones` knows the machine's and the T4's price in europe-west4: `cost` shows it as a floor, never only `-`,
+    and names what it leaves out."""
+    from gemma4_t4 import clouds
+
+    zone = "europe-west4-a"
+    offer = next(o for o in clouds.t4_offers("gce") if o.location == zone)
+    for extra, price in (((), offer.usd_per_hour), (("gemma4-t4:spot=true",), offer.spot_usd_per_hour)):
+        costed = _json("cost", "gce-t4", f"gemma4-t4:zone={zone}", *extra)
+        assert costed["running_usd_per_hour"] is None, "still unknown: a floor is not the price"
+        assert costed["running_usd_per_hour_at_least"] == pytest.approx(price, abs=1e-4) and price > 0
+        assert costed["unpriced"] == ["disk:pd-ssd:gb-month in europe-west4",
+                                      "disk:pd-balanced:gb-month in europe-west4"]
+        assert "machine and GPUs" in costed["at_least_covers"]
+    text = run([sys.executable, "-m", "gemma4_t4", "cost", "gce-t4", "--config", f"gemma4-t4:zone={zone}"], cwd=REPO,
+               env={**os.environ, "COLUMNS": "200"}).stdout
+    assert f"≥ ${offer.usd_per_hour:.4f}/h + disks, price unknown" in text
+    assert "no list price for disk:pd-ssd:gb-month in europe-west4" in text and "$0.00" not in text
+    assert _json("cost", "gce-t4")["running_usd_per_hour_at_least"] is None, "a whole price needs no floor"
+
+
+def _project(tmp_path, stack_file: str):
+    import shutil
+
+    shutil.copy(REPO / "Pulumi.yaml", tmp_path)
+    (tmp_path / "Pulumi.gce-t4.yaml").write_text(stack_file)
+    return run([sys.executable, "-m", "gemma4_t4", "cost", "gce-t4", "--project-dir", str(tmp_path), "--json"],
+               cwd=REPO)
+
+
+def test_a_mistyped_top_level_key_of_the_stack_file_is_warned_with_the_fix(tmp_path):
+    """Pulumi reads five top-level keys and ignores the rest silently: `conifg:` would plan every default."""
+    result = _project(tmp_path, "conifg:\n  gemma4-t4:zone: europe-west4-a\n  gemma4-t4:maxModelLen: 8192\n")
+    assert result.returncode == 0, result.stderr
+    warning = next(line for line in result.stderr.splitlines() if "conifg" in line)
+    assert warning.startswith("warning: Pulumi.gce-t4.yaml: top-level key 'conifg' is not one Pulumi reads")
+    assert "its 2 settings are ignored" in warning and "did you mean config:? rename it" in warning
+    clean = _project(tmp_path, "secretsprovider: passphrase\nconfig:\n  gemma4-t4:zone: us-central1-a\n")
+    assert clean.returncode == 0 and "warning" not in clean.stderr, clean.stderr
+
+
+def test_a_config_that_is_not_a_mapping_is_refused_in_one_whole_sentence(tmp_path):
+    result = _project(tmp_path, "config:\n  - gemma4-t4:zone: us-central1-a\n")
+    assert result.returncode == 2
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1 and line.endswith("(as `pulumi config set gemma4-t4:KEY VALUE` writes it)")
+    assert "its config: is a list, not a mapping" in line
+    assert json.loads(result.stdout)["error"]["message"] == line.split(": ", 1)[1]
+
+
 @pytest.mark.parametrize("change", ["idleStopMinutes=30", "swapSizeGb=20", "vllmVersion=0.33.0", "maxModelLen=8192"])
 def test_a_guard_a_guest_setting_or_a_serving_value_says_the_vm_is_updated_in_place(change):
     result = plan_cli("gce-t4", "--config", change)

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import numpy
@@ -17,6 +18,7 @@ from conftest import REPO, run
 
 from gemma4_t4.catalog import vllm as names
 from gemma4_t4.core import bench, charts, metrics
+from gemma4_t4.core.targets import HttpTarget
 
 RECORDED_METRICS = (REPO / "tests" / "fixtures" / "vllm_metrics.txt").read_text()
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -100,8 +102,93 @@ def test_sequential_run_ttft_is_checked_against_the_servers_histogram(vllm_serve
     assert whole["counts_equal"] and whole["server"]["requests"] == 8 + 4 + 8
     assert bench_ttft >= 0.9 * server_ttft, "the client's clock starts before and stops after the server's"
     assert whole["ttft_within_tolerance"] == (abs(bench_ttft - server_ttft) <= max(0.10 * server_ttft, 0.005))
+    # The client's own part is out of the figure, and small: building the request, taking the pooled connection.
+    client = whole["bench"]["client_mean_s"]
+    assert whole["server"]["client_mean_s"] is None and 0 < client < 0.005, client
+    # Both means side by side in the one run's output, with their difference and the client's own time.
+    table = result.stdout[result.stdout.index("checked against the server's /metrics"):]
+    rows = [[cell.strip() for cell in row.split("│")[1:-1]] for row in table.splitlines() if row.count("│") > 2]
+    at = next(i for i, row in enumerate(rows) if row[0] == "TTFT mean ms")
+    shown = {row[0]: row[1:] for row in rows[at:at + 5]}  # the TTFT section: the run's column is the last
+    assert shown["TTFT mean ms"][-1] == _ms(bench_ttft) and shown["server's"][-1] == _ms(server_ttft), shown
+    assert shown["client, before sending"][-1] == _ms(client), shown
+    headers = whole["bench"]["headers_mean_s"]
+    assert 0 < headers < bench_ttft and shown["sent → response headers"][-1] == _ms(headers), shown
     with capsys.disabled():
-        print(f"\n[bench] c=1 mean TTFT: bench {bench_ttft * 1000:.1f} ms, vLLM histogram {server_ttft * 1000:.1f} ms")
+        print(f"\n[bench] c=1 mean TTFT: bench {bench_ttft * 1000:.1f} ms, vLLM histogram {server_ttft * 1000:.1f} ms, "
+              f"sent to response headers {headers * 1000:.1f} ms, the client before sending {client * 1000:.2f} ms")
+
+
+def _ms(seconds: float) -> str:
+    from gemma4_t4.cli.bench import _ms as shown
+
+    return shown(seconds)
+
+
+class _SlowToSend:
+    """A target whose request leaves LAG s after the bench asks (a client busy building it, a tunnel's new
+    connection), and whose server answers 10 ms after it arrives."""
+
+    label, cloud = "slow-to-send", ""
+
+    def __init__(self, lag: float):
+        self.lag = lag
+
+    def chat_stream(self, body, on_wire=None):
+        time.sleep(self.lag)
+        if on_wire is not None:
+            on_wire("sent")
+        time.sleep(0.010)
+        yield {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}]}
+        yield {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 1}}
+
+    def metrics(self):
+        return None
+
+
+def test_latencies_start_as_the_request_leaves_and_the_clients_own_time_is_kept_apart():
+    call = bench.Bench(_SlowToSend(0.2), "m", bench.BenchPlan())._stream("hi", 1, True)
+    assert 0.010 <= call.timing["ttft_s"] < 0.1 and call.timing["e2e_s"] < 0.1, call.timing
+    assert call.timing["client_s"] >= 0.2 and call.timing["headers_s"] is None  # this target does not say
+
+
+def test_the_http_target_says_when_its_request_leaves_and_its_answer_comes(tmp_path):
+    """"sent" once, after the connection is made and before the server has the request; "answered" once, after."""
+    import http.server
+    import threading
+
+    received: list[float] = []
+
+    class Sse(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            received.append(time.perf_counter())
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = (b'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
+                    b'data: {"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1}}\n\ndata: [DONE]\n\n')
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sse)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    target = HttpTarget(f"http://127.0.0.1:{server.server_address[1]}")
+    try:
+        for _ in (1, 2):  # a new connection, then the pooled one
+            said: list[tuple[str, float]] = []
+            chunks = list(target.chat_stream({"model": "m", "messages": []},
+                                             on_wire=lambda event, said=said: said.append((event, time.perf_counter()))))
+            assert [event for event, _ in said] == ["sent", "answered"] and len(chunks) == 2
+            assert said[0][1] <= received[-1] <= said[1][1]
+    finally:
+        target.close()
+        server.shutdown()
 
 
 # --- the pure parts, on recorded data -------------------------------------------------------------------
@@ -133,7 +220,8 @@ def test_metrics_snapshot_sums_label_sets_and_skips_buckets():
 
 def _timing(ttft: float, tokens: int = 9, prompt: int = 5) -> bench.RequestTiming:
     return bench.RequestTiming(ttft_s=ttft, last_token_s=ttft + 0.008 * (tokens - 1), e2e_s=ttft + 0.1, chunks=tokens,
-                               prompt_tokens=prompt, completion_tokens=tokens)
+                               prompt_tokens=prompt, completion_tokens=tokens, client_s=0.0003,
+                               headers_s=None)
 
 
 def _window(ttft: float, requests: int = 2, tokens: int = 18, prompt: int = 10) -> metrics.Window:
@@ -254,7 +342,7 @@ class _ClockedServer:
     def __init__(self, clock: list[float]):
         self.clock, self.requests = clock, 0
 
-    def chat_stream(self, body):
+    def chat_stream(self, body, on_wire=None):
         self.requests += 1
         self.clock[0] += 1000
         yield {"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": None}]}

@@ -156,11 +156,31 @@ class Gce(Cloud):
                 "releases it; `pulumi destroy` deletes the gateway")
         estimate.stoppable = True
         estimate.stopped_usd_per_month = total_usd_per_month(estimate.disks)
+        if estimate.running_usd_per_hour is None:
+            self._cost_floor(plan, estimate)
         if is_spot(plan):
             estimate.notes.append("a Spot VM: machine and GPU at the Spot list prices (GCE may preempt it at any "
                                   "time; the disks and the address bill at the usual prices)")
         estimate.notes.append("`gemma4-t4 stop --stack STACK` ends the machine and GPU bills and keeps both disks; "
                               "`pulumi destroy` deletes the VM and its boot disk (after_destroy: what still bills)")
+
+    @staticmethod
+    def _cost_floor(plan: Plan, estimate: CostEstimate) -> None:
+        """The serving hour's parts the catalog prices where it lacks one: machine and GPUs (as `zones` and `start`
+        price them), and the items it has no price for."""
+        vm = plan.one(INSTANCE).inputs
+        zone, spot = vm["zone"], is_spot(plan)
+        gpus = [(a["type"], int(a["count"])) for a in vm.get("guestAccelerators") or []]
+        prices = catalog.GCE_PRICES.get(catalog.region_of(zone), {})
+        billed = catalog.spot_item if spot else str
+        items = [billed(f"machine:{vm['machineType']}"), *(billed(f"gpu:{kind}") for kind, _ in gpus),
+                 *(f"disk:{d.type}:gb-month" for d in estimate.disks)]
+        estimate.unpriced = [f"{item} in {catalog.region_of(zone)}" for item in dict.fromkeys(items)
+                             if item not in prices]
+        estimate.running_usd_per_hour_at_least = lifecycle.machine_and_gpus_usd_per_hour(
+            vm["machineType"], gpus, spot, zone)
+        if estimate.running_usd_per_hour_at_least is not None:
+            estimate.at_least_covers = "machine and GPUs; the VM's address or Cloud NAT is not counted"
 
     def user_config(self, config: Mapping[str, Any]) -> dict[str, str]:
         return up.user_config(config)

@@ -120,9 +120,16 @@ def running_usd_per_hour(instance: Any, zone: str) -> float | None:
     """Machine and GPUs at catalog list prices (a Spot VM's at the Spot prices); None if the catalog lacks one."""
     # Scheduling.provisioning_model: "SPOT" or "STANDARD" (Compute Engine API, instances resource).
     spot = getattr(getattr(instance, "scheduling", None), "provisioning_model", "") == "SPOT"
+    gpus = [(_last(a.accelerator_type), a.accelerator_count) for a in instance.guest_accelerators]
+    return machine_and_gpus_usd_per_hour(_last(instance.machine_type), gpus, spot, zone)
+
+
+def machine_and_gpus_usd_per_hour(machine_type: str, gpus: list[tuple[str, int]], spot: bool,
+                                  zone: str) -> float | None:
+    """MACHINE_TYPE with GPUS ([(accelerator type, count)]) in ZONE at catalog list prices (Spot's where SPOT);
+    None if the catalog lacks one."""
     billed = catalog.spot_item if spot else str
-    keys = [(billed(f"machine:{_last(instance.machine_type)}"), 1)]
-    keys += [(billed(f"gpu:{_last(a.accelerator_type)}"), a.accelerator_count) for a in instance.guest_accelerators]
+    keys = [(billed(f"machine:{machine_type}"), 1), *((billed(f"gpu:{kind}"), count) for kind, count in gpus)]
     prices = [(_price(zone, key), count) for key, count in keys]
     if any(price is None for price, _ in prices):
         return None
@@ -167,7 +174,7 @@ class _Waiter:
             message = _operation_error(operation)
             if "RESOURCE_POOL_EXHAUSTED" in message:
                 message += (" -- no T4 is free in the zone right now; the VM stays stopped (billing only its disks): "
-                            "run `start` again later")
+                            "start it again later")
             raise TargetError(f"{action} {self.vm} failed: {message}")
 
     def status(self, wanted: tuple[str, ...]) -> str:

@@ -17,6 +17,7 @@ from ...core import proc
 from ...core.lifecycle import VM_ABSENT
 from ...core.targets import (
     HttpTarget,
+    OnWire,
     TargetError,
     cause,
     free_local_port,
@@ -243,7 +244,7 @@ class GceTarget(HttpTarget):
                 seen = self.tunnel.seen
                 self.close()
                 raise TargetError(f"no tunnel to {self.instance} after {within_s:.0f}s: {seen}"
-                                  f"{self._phase_hint()}; `gemma4-t4 wait` waits through a boot")
+                                  f"{self._phase_hint()}; `gemma4-t4 wait -s STACK` waits through a boot")
             time.sleep(0.5)
 
     def _phase_hint(self) -> str:
@@ -278,9 +279,9 @@ class GceTarget(HttpTarget):
         self._ready()
         return super().chat(body)
 
-    def chat_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def chat_stream(self, body: dict[str, Any], on_wire: OnWire | None = None) -> Iterator[dict[str, Any]]:
         self._ready()
-        return super().chat_stream(body)
+        return super().chat_stream(body, on_wire)
 
     def metrics(self) -> str | None:
         self._ready()

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...core.targets import CONNECT_TIMEOUT_S, TargetError, sse_events
+from ...core.targets import CONNECT_TIMEOUT_S, OnWire, TargetError, sse_events
 
 
 def aws_session(region: str, profile: str | None, error: type[Exception]) -> Any:
@@ -235,9 +235,11 @@ class SageMakerTarget:
                               Body=json.dumps({**body, "stream": False}))
         return json.loads(response["Body"].read())
 
-    def chat_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    def chat_stream(self, body: dict[str, Any], on_wire: OnWire | None = None) -> Iterator[dict[str, Any]]:
         from botocore.exceptions import BotoCoreError, ClientError
 
+        if on_wire is not None:  # as near the send as this client lets a caller be: boto3 signs and sends in one call
+            on_wire("sent")
         response = self._call(self.runtime.invoke_endpoint_with_response_stream, EndpointName=self.endpoint,
                               ContentType="application/json",
                               Body=json.dumps({**body, "stream": True, "stream_options": {"include_usage": True}}))
