@@ -82,7 +82,7 @@ fit: fit-env
 	@for entry in $$($(CATALOG) clamp-matrix); do \
 	  (cd $(TMPDIR) && $(CURDIR)/$(FIT)/vllm-$${entry%%:*}/bin/python -m turing_clamp fit --strict) || exit 1; echo; done
 
-# --- the GCE guest (issue 11) ------------------------------------------------------------------
+# --- the GCE guest ----------------------------------------------------------------------------
 # The guest's locked vLLM environment (cloudinit/locks/vllm-gce-VERSION.txt, one per selectable vLLM) and the boot test's CPU
 # stand-in lock, resolved with uv for CPython 3.13 on Linux x86_64 from the catalog's pins.
 guest-lock: $(VENV)/.installed

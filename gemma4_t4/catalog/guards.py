@@ -1,6 +1,6 @@
 """The cost guards' defaults, each with its reason (the GCE guest's health bound: first_boot.py).
 
-A forgotten stack must stop billing by itself (issue 27): on GCE the guest's idle stop and GCE's own
+A forgotten stack must stop billing by itself: on GCE the guest's idle stop and GCE's own
 run-time limit, on SageMaker the endpoint's time-to-live, all on unless the stack turns them off.
 """
 

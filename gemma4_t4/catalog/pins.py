@@ -54,8 +54,8 @@ PINS = {
     "sagemaker.ami": "al2023-ami-sagemaker-inference-gpu-4-1",
     # The digest that tag had when [sagemaker-t4-article] built on it: its CodeBuild log records the leading
     # part (sha256:48e605e3, 2026-09-30); the author's published evidence ([sagemaker-gemma-repo]) gives it
-    # whole (cited in issue 21). The build step refuses the tag unless it still resolves to exactly this digest, then
-    # builds FROM REPO@digest; turing/Dockerfile's default BASE_IMAGE is TAG@this digest.
+    # whole. The build step refuses the tag unless it still resolves to exactly this digest, then builds FROM
+    # REPO@digest; turing/Dockerfile's default BASE_IMAGE is TAG@this digest.
     "sagemaker.base_image_digest": "sha256:48e605e33446c56afbcd1dd178c56f37691a9ad05e21dde76c13a6b283e9250b",
 }
 

@@ -1,4 +1,4 @@
-"""The bounds on what an operator command or MCP tool takes, each with its reason (issue 36: an agent's call, or a
+"""The bounds on what an operator command or MCP tool takes, each with its reason (an agent's call, or a
 typo, must not start 300 threads, forward a 50 MiB prompt, or hold a VM awake for a day). The CLI's parsers
 (gemma4_t4/cli) and the MCP tools' schemas (gemma4_t4/mcp, pydantic Field limits) state the same numbers."""
 

@@ -1,4 +1,4 @@
-"""The security review's probes (issue 36) replayed through the MCP SDK's client, each refused or harmless: the
+"""The security review's probes replayed through the MCP SDK's client, each refused or harmless: the
 stack's key never sent to a url the caller names, untrusted server text defanged, every input bounded, the HTTP
 transport closed to a request without its token. The server the tools reach is a loopback recorder that answers
 as vLLM does (its /health, and /v1/models' documented shape: {"object": "list", "data": [{"id": ...}]}) with the

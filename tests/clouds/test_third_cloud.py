@@ -1,4 +1,4 @@
-"""Issue 29, deliverable 2: a third cloud proven, not counted. tests/third_cloud/ is the whole of it (its
+"""A third cloud proven, not counted. tests/third_cloud/ is the whole of it (its
 component, Settings, HTTP target, one preflight check and stack file); registering it is the one registry
 call, and the offline plan, cost, preflight, status and the MCP tools' plan, status and zones then work through it."""
 

@@ -24,41 +24,41 @@ ROOT_STACK = "pulumi:pulumi:Stack"
 # Resources added since 0.2.0, created on the upgrade (nothing old is replaced for them): (stack, type, name).
 # None is a VM, a disk or an endpoint; each is named here so that an unplanned addition still fails.
 ADDED_SINCE_020 = {
-    # The build bucket's TLS-only policy and the repository's untagged-image expiry (issue 27): nothing billing.
+    # The build bucket's TLS-only policy and the repository's untagged-image expiry: nothing billing.
     ("sagemaker-t4", "aws:s3/bucketPolicy:BucketPolicy", "gemma4-t4-image-context-tls-only"),
     ("sagemaker-t4", "aws:ecr/lifecyclePolicy:LifecyclePolicy", "gemma4-t4-image-repo-lifecycle"),
-    # The deny-all ingress rule for the VM's tag below IAP's allow (issue 27): a firewall rule, nothing billing.
+    # The deny-all ingress rule for the VM's tag below IAP's allow: a firewall rule, nothing billing.
     ("gce-t4", "gcp:compute/firewall:Firewall", "gemma4-t4-deny-other-ingress"),
-    # The account check before the image build (issue 21): a local command, nothing in the account.
+    # The account check before the image build: a local command, nothing in the account.
     ("sagemaker-t4", "command:local:Command", "gemma4-t4-account-check"),
-    # The endpoint watch (issue 21): deletes an endpoint that failed to reach InService; a local command.
+    # The endpoint watch: deletes an endpoint that failed to reach InService; a local command.
     ("sagemaker-t4", "command:local:Command", "gemma4-t4-endpoint-watch"),
-    # The TTL's backstop schedule (issue 21): a second one-time delete of the endpoint, an hour after the first.
+    # The TTL's backstop schedule: a second one-time delete of the endpoint, an hour after the first.
     ("sagemaker-t4", "aws:scheduler/schedule:Schedule", "gemma4-t4-ttl-backstop"),
     # The TTL's alarm on its dead-letter queue, its topic, and the backstop's own queue (components/sagemaker/ttl.py):
     # the alarm bills $0.10/month (catalog), the queue and the topic nothing at rest.
     ("sagemaker-t4", "aws:cloudwatch/metricAlarm:MetricAlarm", "gemma4-t4-ttl-delete-failed"),
     ("sagemaker-t4", "aws:sqs/queue:Queue", "gemma4-t4-ttl-backstop-dlq"),
     ("sagemaker-t4", "aws:sns/topic:Topic", "gemma4-t4-ttl-alarm"),
-    # The endpoint's log group (issue 26), made before the endpoint so that destroy deletes it: nothing billing.
+    # The endpoint's log group, made before the endpoint so that destroy deletes it: nothing billing.
     ("sagemaker-t4", "aws:cloudwatch/logGroup:LogGroup", "gemma4-t4-endpoint-logs"),
-    # The backstop's clock, read just before CreateEndpoint (issue 26): a local command.
+    # The backstop's clock, read just before CreateEndpoint: a local command.
     ("sagemaker-t4", "command:local:Command", "gemma4-t4-endpoint-requested-at"),
-    # The lowered TTL's deadline check (issue 26): a local command.
+    # The lowered TTL's deadline check: a local command.
     ("sagemaker-t4", "command:local:Command", "gemma4-t4-ttl-passed"),
-    # The TTL role's right to delete the endpoint in service (issue 26): an inline policy of the TTL's role.
+    # The TTL role's right to delete the endpoint in service: an inline policy of the TTL's role.
     ("sagemaker-t4", "aws:iam/rolePolicy:RolePolicy", "gemma4-t4-ttl-in-service-policy"),
 }
 # Resources of 0.2.0 an upgrade deletes on purpose, none billing: (stack, type, name) -> why.
 REMOVED_SINCE_020 = {
-    # The TTL's clock kept in the state (issue 35): the TTL counts from the endpoint's CreationTime, read on every
+    # The TTL's clock kept in the state: the TTL counts from the endpoint's CreationTime, read on every
     # `pulumi up` (components/sagemaker/steps/created_at.py). A local command without a delete: deleting it runs
     # nothing.
     ("sagemaker-t4", "command:local:Command", "gemma4-t4-in-service-at"): "the endpoint's CreationTime is the clock",
 }
 # Resources an upgrade from 0.2.0 replaces on purpose, with the reason: (stack, type, name) -> why.
 REPLACED_SINCE_020 = {
-    # The default startup window is derived from [gce-t4-article]'s measured parts (issue 26: 1020 s, was 900 s): a new
+    # The default startup window is derived from [gce-t4-article]'s measured parts (1020 s, was 900 s): a new
     # configuration.
     ("sagemaker-t4", "aws:sagemaker/endpointConfiguration:EndpointConfiguration", "gemma4-t4-config"):
         "startupHealthCheckTimeoutSeconds' default",
@@ -67,7 +67,7 @@ REPLACED_SINCE_020 = {
     # before CreateEndpoint so that its log group and the TTL's backstop exist first (0.2.0's was auto-named).
     ("sagemaker-t4", "aws:sagemaker/endpoint:Endpoint", "gemma4-t4-endpoint"):
         "a new configuration, and the endpoint's name made from it",
-    # The boot image pinned by name, the one the driver was run on, not the debian-13 family (issue 34); the same
+    # The boot image pinned by name, the one the driver was run on, not the debian-13 family; the same
     # upgrade's stable startup-script replaces the VM anyway, once (CHANGELOG's upgrade note).
     ("gce-t4", "gcp:compute/instance:Instance", "gemma4-t4"): "the boot image pinned by name",
 }
@@ -79,7 +79,7 @@ ADDED_IN_PLACE = {("gcp:compute/disk:Disk", "labels"): {"gemma4-t4-retain-data-d
 # Inputs a new default adds (type, input) -> (the keys added, why). The VM is replaced on this upgrade anyway (its
 # guest changed: the idle stop's health bound, on by default); the rest of its inputs must still be 0.2.0's.
 ADDED_BY_A_DEFAULT = {("gcp:compute/instance:Instance", "scheduling"): (
-    {"maxRunDuration", "instanceTerminationAction"}, "maxRunHours' default, 24 (issue 27): GCE stops the VM")}
+    {"maxRunDuration", "instanceTerminationAction"}, "maxRunHours' default, 24: GCE stops the VM")}
 KEPT_TYPES = ("gcp:compute/instance:Instance", "gcp:compute/disk:Disk", "aws:sagemaker/endpoint:Endpoint",
               "aws:sagemaker/endpointConfiguration:EndpointConfiguration", "aws:sagemaker/model:Model")
 

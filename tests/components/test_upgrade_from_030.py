@@ -73,7 +73,7 @@ REMOVED: dict[str, str] = {
 
 GCE_CHILD = "urn:pulumi:{stack}::gemma4-t4::gemma4-t4:index:GceT4Server$"
 # {URN prefix: why it comes}: what an upgrade adds (nothing that bills): with operators, their custom role and its
-# grant on the VM (issue 36: least privilege, no project-wide role).
+# grant on the VM (least privilege, no project-wide role).
 ADDED: dict[str, str] = {
     GCE_CHILD + "gcp:projects/iAMCustomRole:IAMCustomRole::gemma4-t4-operator-role":
         "with `operators`, a custom role (read, stop, start the VM) and its grant on the VM are added",
@@ -97,8 +97,8 @@ STEP_OF_030_MODULE = {
 }
 
 
-# The fleet's Model, EndpointConfiguration, endpoint and log group are named with its key (issue 35,
-# components/sagemaker/fleet.py: NAME-<8 hex>), so that no change replaces what a serving endpoint uses; each
+# The fleet's Model, EndpointConfiguration, endpoint and log group are named with its key
+# (components/sagemaker/fleet.py: NAME-<8 hex>), so that no change replaces what a serving endpoint uses; each
 # carries an alias to its 0.3.0 name, which the engine matches: the same resource, not a delete and a create.
 RENAMED = "each fleet resource is named with the fleet's key, with an alias to its 0.3.0 name"
 

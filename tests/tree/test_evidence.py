@@ -70,7 +70,7 @@ def test_the_two_articles_are_named():
 
 
 def test_no_citation_uses_the_old_numbered_names():
-    """Outside cloudinit/ and turing/ every citation uses its name (the sed script of issue 29's merge
+    """Outside cloudinit/ and turing/ every citation uses its name (the sed script of the rooms-per-cloud merge
     rewrites components/, gemma4_t4/core and gemma4_t4/clouds)."""
     left = sorted(f"{path.relative_to(REPO)}:{number}" for path in _files() if path != Path(__file__)
                   for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)

@@ -1,4 +1,4 @@
-"""One room per cloud (issue 29): gemma4_t4/core knows no cloud. Read from each module's syntax tree, not grep:
+"""One room per cloud: gemma4_t4/core knows no cloud. Read from each module's syntax tree, not grep:
 what makes core depend on a cloud is an identifier it defines or uses (a name, an attribute, an argument) or
 a module it imports; its prose (docstrings, comments, messages) may name a cloud as an example without
 depending on it, and is left alone."""

@@ -1,4 +1,4 @@
-"""Day two of a SageMaker stack (issue 35): a failed change keeps the old fleet whole, a quota of one fleet can change
+"""Day two of a SageMaker stack: a failed change keeps the old fleet whole, a quota of one fleet can change
 explicitly with fleetChange single, and one fleet rule (components/sagemaker/fleet.py) names every new fleet and
 re-runs the account check for it. The sequences run `pulumi up` after `pulumi up` as the engine would, against
 moto's server (tests/pulumi_engine_standin.py). Budget: ~60 s."""

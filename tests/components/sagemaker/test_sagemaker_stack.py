@@ -383,7 +383,7 @@ REFUSED = [
     ("model=", "gemma4-t4:model", "gemma4-t4:model"),
     ("baseImage=", "gemma4-t4:baseImage", "baseImage 763104351884"),
     ("instanceCount=0", "gemma4-t4:instanceCount", "instanceCount 1"),
-    # Configs that can never serve (issue 21): a startup window shorter than a T4 needs ([sagemaker-t4-article]), a base whose
+    # Configs that can never serve: a startup window shorter than a T4 needs ([sagemaker-t4-article]), a base whose
     # CUDA cannot be known, a region SageMaker does not have, a typo in the AWS provider's keys.
     ("startupHealthCheckTimeoutSeconds=120", "gemma4-t4:startupHealthCheckTimeoutSeconds", "1020"),
     # CloudWatch's retentions only (a retention it refuses would fail the `up` after the build).

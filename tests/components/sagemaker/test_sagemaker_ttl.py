@@ -3,7 +3,7 @@ Scheduler fires a universal target (tests/aws_standin.py): the endpoint is delet
 schedule's own role; a delete refused while the endpoint is busy is retried; what keeps failing
 reaches the dead-letter queue. The deadline is the endpoint's CreationTime plus the TTL, read by the
 component's creation-time step, run here against moto as pulumi-command runs it (MotoWorld): a new endpoint
-under the same name after the TTL fired gets a new one (issue 35). Budget: ~40 s."""
+under the same name after the TTL fired gets a new one. Budget: ~40 s."""
 
 from __future__ import annotations
 
@@ -270,7 +270,7 @@ def test_status_says_when_the_ttl_fires_and_warns_of_a_delete_that_failed(moto, 
     assert details["ttl_failed_deletes"] == 2 and deployed["backstop_queue_url"] in details["ttl_warning"]
 
 
-# --- the deadline follows the endpoint's CreationTime (issue 35) ---------------------------------------------
+# --- the deadline follows the endpoint's CreationTime ---------------------------------------------
 
 
 def test_a_new_endpoint_under_the_same_name_after_the_ttl_gets_a_new_deadline(moto, deployed, run_stack):
