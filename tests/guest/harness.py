@@ -187,7 +187,7 @@ class Network:
         self.log = (state / "net.log").open("w")
         self.process = subprocess.Popen([sys.executable, str(HERE / "net.py"), str(state / "config.json")],
                                         stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # the Hub's repos are hashed first (a benchmark's checkpoint: a GB)
         while not (state / "tunnel-port").exists():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.close()

@@ -122,7 +122,7 @@ ROUTES = [("info", re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(
           ("tree", re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/tree/(?P<rev>[^/]+)(?:/(?P<path>.+))?$")),
           ("paths", re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)/paths-info/(?P<rev>[^/]+)$")),
           ("file", re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$"))]
-RANGE = re.compile(r"^bytes=(\d+)-$")
+RANGE = re.compile(r"^bytes=(\d+)-(\d*)$")
 
 
 Log = Callable[[str, str, int, "str | None"], None]
@@ -218,25 +218,28 @@ def make_handler(repos: dict[str, Repo], throttle: Throttle, log: Log = lambda *
             size = entry["size"]
             lfs = entry.get("lfs")
             # source: file_download.py get_hf_file_metadata: X-Repo-Commit, X-Linked-Etag (an LFS file's sha256)
-            # or ETag, X-Linked-Size or Content-Length; http_get's resume sends Range and reads Content-Range.
+            # or ETag, X-Linked-Size or Content-Length. A GET's Range (one range: http_get's resume asks `bytes=N-`,
+            # hf_api.py parse_safetensors_file_metadata `bytes=0-100000`) gets 206 and Content-Range (RFC 9110 14.4).
             headers = {"X-Repo-Commit": repo.commit, "ETag": f'"{entry["oid"]}"', "Accept-Ranges": "bytes",
                        "Content-Type": "application/octet-stream"}
             if lfs:
                 headers.update({"X-Linked-Etag": f'"{lfs["oid"]}"', "X-Linked-Size": str(size)})
-            resume = RANGE.match(self.headers.get("Range") or "")
-            start = int(resume[1]) if resume and self.command == "GET" and int(resume[1]) < size else 0
-            status = 206 if start else 200
-            if start:
-                headers["Content-Range"] = f"bytes {start}-{size - 1}/{size}"
-            self.send_response(status)
-            for key, value in {**headers, "Content-Length": str(size - start)}.items():
+            asked = RANGE.match(self.headers.get("Range") or "") if self.command == "GET" else None
+            start, end = (int(asked[1]), min(int(asked[2] or size - 1), size - 1)) if asked else (0, size - 1)
+            partial = asked is not None and start <= end
+            if partial:
+                headers["Content-Range"] = f"bytes {start}-{end}/{size}"
+            else:
+                start, end = 0, size - 1
+            self.send_response(206 if partial else 200)
+            for key, value in {**headers, "Content-Length": str(end + 1 - start)}.items():
                 self.send_header(key, value)
             self.end_headers()
             if self.command == "GET":
                 with (repo.folder / entry["path"]).open("rb") as f:
                     f.seek(start)
-                    throttle.copy(f, self.wfile, size - start)
-            log(self.command, self.path, status, self.headers.get("Authorization"))
+                    throttle.copy(f, self.wfile, end + 1 - start)
+            log(self.command, self.path, 206 if partial else 200, self.headers.get("Authorization"))
 
         do_GET = do_HEAD = do_POST = _route
 

@@ -221,6 +221,9 @@ def test_the_mirror_serves_at_its_stated_rate(tmp_path):
                 assert len(client.get(f"{hub.url}/org/x/resolve/main/{name}").content) == 300_000
         took = time.monotonic() - started
         resumed = httpx.get(f"{hub.url}/org/x/resolve/main/a.bin", headers={"Range": "bytes=299000-"})
+        header = httpx.get(f"{hub.url}/org/x/resolve/main/a.bin", headers={"Range": "bytes=0-99"})
     assert 0.55 <= took < 2.0, took
     assert resumed.status_code == 206 and resumed.headers["Content-Range"] == "bytes 299000-299999/300000"
     assert len(resumed.content) == 1000
+    assert header.status_code == 206 and header.headers["Content-Range"] == "bytes 0-99/300000"
+    assert len(header.content) == 100

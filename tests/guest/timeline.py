@@ -28,7 +28,7 @@ WHAT = {"bootstrap": "the startup-script and cloud-init, to provisioning's start
         "provision": "data disk, service user, dpkg, packages, swap",
         "driver": "the NVIDIA driver's step: apt, then the DKMS build",
         "venv": "vLLM's venv from the lock: the wheels over the mirror's link, pip",
-        "model": "the model's files from the Hub stand-in (first to last request)",
+        "model": "the model's files from the Hub stand-in (first request to the last file's end)",
         "reboot": "the driver's reboot, to provisioning's start on the next boot",
         "after the reboot": "provisioning again, each step finding its work done",
         "vLLM start": "provisioning done to /health 200, less any download inside it"}
@@ -36,13 +36,15 @@ WHAT = {"bootstrap": "the startup-script and cloud-init, to provisioning's start
 
 @dataclass(frozen=True)
 class Part:
+    """A part from START to END, less LESS seconds of another part's work inside it (a download vLLM's start made)."""
     name: str
     start: float
     end: float
+    less: float = 0.0
 
     @property
     def seconds(self) -> float:
-        return max(0.0, self.end - self.start)
+        return max(0.0, self.end - self.start - self.less)
 
 
 def journal(vm, unit: str) -> list[tuple[float, str]]:
@@ -66,9 +68,12 @@ def at(lines: list[tuple[float, str]], *texts: str, nth: int = 1, last: bool = F
     return found[-1] if last else found[nth - 1]
 
 
-def requests(network, service: str) -> list[float]:
-    """When each request to SERVICE was answered (net.py's log)."""
-    return [float(line.split()[-1]) for line in network.requests() if line.split(" ", 1)[0] == service]
+def download(network, service: str) -> tuple[float, float] | None:
+    """From SERVICE's first answer to the end of its last GET of a file (net.py logs a request once answered, a file
+    once sent whole): the download, without the listings a server asks for later (vLLM's engine, at its start)."""
+    lines = [line.split() for line in network.requests() if line.split(" ", 1)[0] == service]
+    files = [float(words[-1]) for words in lines if words[1] == "GET" and "/resolve/" in words[2]]
+    return (float(lines[0][-1]), files[-1]) if files else None
 
 
 def driver_and_venv(provision: list[tuple[float, str]]) -> tuple[Part, Part]:
@@ -85,15 +90,15 @@ def first_boot(vm, network, booted: float, healthy: float) -> list[Part]:
     provision = journal(vm, "gemma4-t4-provision")
     started = at(provision, "provision: step 'data disk'")
     driver, venv = driver_and_venv(provision)
-    hub = requests(network, "hub")
-    model = Part("model", hub[0], hub[-1]) if hub else Part("model", venv.end, venv.end)
+    hub = download(network, "hub")
+    model = Part("model", *hub) if hub else Part("model", venv.end, venv.end)
     rebooting = at(provision, "provision: rebooting to load the NVIDIA driver")
     again = at(provision, "provision: step 'data disk'", nth=2)
     ready = at(provision, "provision: ready:", last=True)
     inside = max(0.0, min(model.end, healthy) - max(model.start, ready))  # a download vLLM's own start made
     return [Part("bootstrap", booted, started), Part("provision", started, driver.start), driver, venv, model,
             Part("reboot", rebooting, again), Part("after the reboot", again, ready),
-            Part("vLLM start", ready, healthy - inside)]
+            Part("vLLM start", ready, healthy, inside)]
 
 
 def longest_chain(parts: list[Part]) -> tuple[float, list[str]]:
