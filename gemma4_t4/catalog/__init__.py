@@ -82,6 +82,7 @@ from .aws import (
 from .first_boot import (
     FIRST_BOOT,
     GCE_FIRST_BOOT_S,
+    GCE_FIRST_BOOT_SERIAL_S,
     HEALTH_BOUND_MINUTES,
     HEALTH_STALL_MINUTES,
     PROGRESS_CPU_S,
@@ -176,6 +177,7 @@ __all__ = [
     "GCE_APP_LABEL",
     "GCE_DISK_FORCE_NEW",
     "GCE_FIRST_BOOT_S",
+    "GCE_FIRST_BOOT_SERIAL_S",
     "GCE_INSTANCE_FORCE_NEW",
     "GCE_LABEL_KEY",
     "GCE_LABEL_VALUE",

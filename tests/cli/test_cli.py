@@ -30,8 +30,8 @@ def test_every_option_of_every_command_says_what_it_does():
 
 
 def test_waits_hint_agrees_with_the_first_boot_timings():
-    """`wait --help`, docs/gce-guest.md's table and the catalog's derivation name the same first boot, and the
-    default wait outlasts every part of it at its worst."""
+    """`wait --help`, docs/gce-guest.md's table and the catalog's derivation name the same first boot (its longest
+    chain, with the worst column every part at its worst one after another), and the default wait outlasts that."""
     import re
 
     from gemma4_t4 import catalog

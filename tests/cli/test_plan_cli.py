@@ -246,7 +246,7 @@ def test_a_new_zone_says_the_vm_and_its_disk_are_replaced_and_what_that_costs():
     assert result.returncode == 0, result.stderr
     said = result.stdout.split("against the stack file as it stands", 1)[1]
     assert ("gcp:compute/instance:Instance::gemma4-t4: replace (networkInterfaces, zone): the VM is deleted and "
-            "created again: a first boot of ~19-41 min") in " ".join(said.split())
+            "created again: a first boot of ~16-28 min") in " ".join(said.split())
     assert "gcp:compute/disk:Disk::gemma4-t4-data: replace (zone): a new data disk" in said
     doc = json.loads(plan_cli("gce-t4", "--config", "zone=us-central1-a", "--json").stdout)
     vm = next(c for c in doc["changes"] if c["label"] == "gcp:compute/instance:Instance::gemma4-t4")

@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 CLOUDS = [*sorted((REPO / "gemma4_t4" / "clouds").rglob("*.py")), REPO / "gemma4_t4" / "testing.py"]
-STANDINS = sorted((REPO / "tests").glob("*_standin.py"))
+STANDINS = sorted((REPO / "tests").glob("*_standin.py")) + sorted((REPO / "tests" / "guest").glob("*_standin.py"))
 FIXTURES = REPO / "tests" / "fixtures"
 # Calls that send an answer: a provider invoke's error, an HTTP body.
 ANSWER_CALLS = {"ProviderInvokeError", "send_json", "_json", "_reply", "_error", "_send"}

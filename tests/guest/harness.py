@@ -172,7 +172,8 @@ class Network:
     """The namespace and the world in it (net.py as a child process)."""
 
     def __init__(self, name: str, state: Path, metadata: dict, nvidia_repo: Path, wheelhouse: Path,
-                 tls: tuple[Path, Path], guest_port: int):
+                 tls: tuple[Path, Path], guest_port: int, hub_repos: dict[str, str] | None = None,
+                 mirror_bytes_per_s: float = 0):
         self.name, self.state = name, state
         state.mkdir(parents=True, exist_ok=True)
         sh("ip", "netns", "add", name)
@@ -181,12 +182,12 @@ class Network:
         config = {"netns": name, "state_dir": str(state), "metadata": metadata, "debian_mirror": host_debian_mirror(),
                   "nvidia_repo": str(nvidia_repo), "nvidia_prefix": "/compute/cuda/repos/debian13/x86_64",
                   "wheelhouse": str(wheelhouse), "tls_cert": str(tls[0]), "tls_key": str(tls[1]),
-                  "guest_port": guest_port}
+                  "guest_port": guest_port, "hub_repos": hub_repos or {}, "mirror_bytes_per_s": mirror_bytes_per_s}
         (state / "config.json").write_text(json.dumps(config))
         self.log = (state / "net.log").open("w")
         self.process = subprocess.Popen([sys.executable, str(HERE / "net.py"), str(state / "config.json")],
                                         stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # the Hub's repos are hashed first (a benchmark's checkpoint: a GB)
         while not (state / "tunnel-port").exists():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 self.close()
@@ -200,6 +201,14 @@ class Network:
             path.touch()
         else:
             path.unlink(missing_ok=True)
+
+    def set_mirror_rate(self, bytes_per_s: float | None) -> None:
+        """The wheels' and the Hub's link from now on (None: the config's again)."""
+        path = self.state / "mirror-rate"
+        if bytes_per_s is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(f"{bytes_per_s:.0f}\n")
 
     def requests(self) -> list[str]:
         path = self.state / "requests.log"

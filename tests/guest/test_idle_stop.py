@@ -329,7 +329,24 @@ def test_one_derivation_gives_every_bound_and_none_cuts_a_first_boot_short():
     reboot = next(part for part in catalog.FIRST_BOOT if "reboot" in part.name)
     assert reboot.worst_s < catalog.HEALTH_STALL_MINUTES * 60 < catalog.HEALTH_BOUND_MINUTES * 60
     assert (sum(p.low_s for p in first_boot.FIRST_BOOT),
-                                        sum(p.high_s for p in first_boot.FIRST_BOOT)) == catalog.GCE_FIRST_BOOT_S
+            sum(p.high_s for p in first_boot.FIRST_BOOT)) == catalog.GCE_FIRST_BOOT_SERIAL_S
+
+
+def test_a_first_boot_takes_its_longest_chain_with_the_network_beside_the_driver():
+    """Provisioning overlaps the downloads with the driver's build (issue 37): the range `plan` quotes is the longest
+    chain through the parts' needs, as provision.sh orders them (the wheels beside the DKMS build, the checkpoint and
+    the fit check after the wheels, the reboot after every one of them), shorter than their sum."""
+    from gemma4_t4.catalog import first_boot
+    parts = {part.key: part for part in catalog.FIRST_BOOT}
+    assert all(need in parts for part in parts.values() for need in part.needs)
+    assert parts["wheels"].needs == parts["dkms"].needs == ("setup",)
+    assert set(parts["reboot"].needs) == {"dkms", "model", "fit"} and parts["model"].needs == ("wheels",)
+    assert parts["model"].provisioning and parts["fit"].provisioning, "both now run in provisioning"
+    low, high = catalog.GCE_FIRST_BOOT_S
+    assert (low, high) == (first_boot.longest_chain("low_s")[0], first_boot.longest_chain("high_s")[0])
+    assert high < catalog.GCE_FIRST_BOOT_SERIAL_S[1] and low < catalog.GCE_FIRST_BOOT_SERIAL_S[0]
+    # The slow end: setup, a 15-minute build, the reboot, vLLM's start and first compile; the downloads are off it.
+    assert first_boot.longest_chain("high_s")[1] == ("setup", "dkms", "reboot", "start", "compile")
 
 
 def test_the_check_runs_while_provisioning_does_and_provisioning_marks_its_reboot():
