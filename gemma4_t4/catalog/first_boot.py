@@ -56,7 +56,8 @@ FIRST_BOOT = (
              "the boot test's container (docs/testing.md's table, boot 1); worst: ×2 on one core's two hyperthreads",
              "setup"),
     BootPart("the open driver module's DKMS build", 300, 900, 3600, True,
-             "estimate for 2 vCPUs (issue 34); worst: 'apt takes 60+ minutes for dkms building', "
+             "estimate for 2 vCPUs (the open module's DKMS build on an n1-standard-2); "
+             "worst: 'apt takes 60+ minutes for dkms building', "
              "NVIDIA/open-gpu-kernel-modules#1256 (2026-07-22)", "dkms", ("setup",)),
     BootPart("the CUDA lock's wheels from PyPI (4.3 GB)", *_download(CUDA_WHEELS_BYTES), True,
              "4.3 GB at 100-20 MB/s, worst 10 MB/s (estimates); beside the DKMS build", "wheels", ("setup",)),

@@ -8,7 +8,7 @@ under systemd-nspawn, the plan's own metadata, vLLM's CPU build standing in), wi
     BENCH_GUEST_REF (none)      the guest's scripts and units as this git ref has them (the old guest: main)
 
 It prints each part's start and end, their sum, the longest chain through them (timeline.py: the work's own
-dependencies) and the first boot, and passes when the first boot is at most 1.15 x the longest chain (issue 37).
+dependencies) and the first boot, and passes when the first boot is at most 1.15 x the longest chain.
 Not part of `make test`: the file is no test_*.py, so only `make bench-boot` (which names it) collects it. Root, one
 boot test or benchmark at a time (the boot test's lock), 12 GiB free under GEMMA4_T4_BOOT_WORK.
 """

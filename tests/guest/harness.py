@@ -14,7 +14,7 @@ What the test root filesystem adds to a plain Debian 13 (everything else is the 
   has none, and the guest installs it (Inductor compiles C++ when a graph needs it).
 
 What it keeps of the Debian 13 GCE image's conditions (source: the image's apt setup as a VM shows it,
-issue 20's review; Debian's unattended-upgrades package and apt's own apt-daily units):
+read in an earlier review; Debian's unattended-upgrades package and apt's own apt-daily units):
 - unattended-upgrades installed and enabled (/etc/apt/apt.conf.d/20auto-upgrades), apt's daily
   services ordered after the startup-script unit (Google's unit is Before=apt-daily.service) and, here,
   started at every boot right after it with no random sleep, so they hold apt's lock just as

@@ -500,7 +500,7 @@ def test_boot_1_blank_disk_to_serving(world):
         assert "FAILED at step" not in vm.journal(unit), f"a healthy first boot fails no step ({unit})"
     venv = vm.exec("readlink", render.VENV).stdout.strip()
     assert Path(venv).name.startswith("venv-0.32.0-"), f"the stand-in lock's vLLM has a venv of its own: {venv}"
-    # Network beside CPU (issue 37): vLLM's venv installed while the driver's step ran (its apt and DKMS build).
+    # Network beside CPU: vLLM's venv installed while the driver's step ran (its apt and DKMS build).
     driver, installing = timeline.driver_and_venv(timeline.journal(vm, "gemma4-t4-provision"))
     assert installing.start < driver.end and driver.start < installing.end, (driver, installing)
     report("boot 1: the driver's step and vLLM's venv side by side",
@@ -665,7 +665,7 @@ def serving_venv(vm: harness.VM) -> str | None:
 
 
 def test_a_vllm_version_change_lands_on_the_running_vm(world):
-    """`pulumi up` with another vllmVersion (issue 34 item 1): the user-data's lock is the one file that changes and
+    """`pulumi up` with another vllmVersion: the user-data's lock is the one file that changes and
     the startup-script stays (no new VM). The guest installs the new lock into a venv of its own beside the one
     serving, switches to it, restarts vLLM on it, and prunes the old venv once vLLM answers from the new one.
 

@@ -91,7 +91,7 @@ def test_a_server_that_never_answered_stops_at_the_bound(idle):
 
 def test_a_boot_without_progress_stops_at_the_stall_bound_not_the_cap(idle):
     """A hung step (a download that never moves, apt waiting on a dead mirror): no new phase, no CPU, no bytes.
-    Before issue 34 such a VM billed until the whole bound from its boot."""
+    Before the stall bound such a VM billed until the whole bound from its boot."""
     state, stop, _ = decide(idle, {}, None, now=START)
     for minute in range(1, STALL):
         state, stop, why = decide(idle, state, None, now=START + minute * 60, progress=NONE)
@@ -312,7 +312,7 @@ def test_the_bounds_reach_the_guest_and_the_cap_grows_with_the_download():
 
 def test_one_derivation_gives_every_bound_and_none_cuts_a_first_boot_short():
     """wait's default, the idle stop's cap and provisioning's start timeout all come from the first boot's parts:
-    none is shorter than the slowest first boot the parts allow (issue 34: 45 min, 60 min and 1 h were each below
+    none is shorter than the slowest first boot the parts allow (45 min, 60 min and 1 h were each below
     a 60-minute DKMS build)."""
     from gemma4_t4.catalog import first_boot
     from gemma4_t4.core import ops
@@ -333,7 +333,7 @@ def test_one_derivation_gives_every_bound_and_none_cuts_a_first_boot_short():
 
 
 def test_a_first_boot_takes_its_longest_chain_with_the_network_beside_the_driver():
-    """Provisioning overlaps the downloads with the driver's build (issue 37): the range `plan` quotes is the longest
+    """Provisioning overlaps the downloads with the driver's build: the range `plan` quotes is the longest
     chain through the parts' needs, as provision.sh orders them (the wheels beside the DKMS build, the checkpoint and
     the fit check after the wheels, the reboot after every one of them), shorter than their sum."""
     from gemma4_t4.catalog import first_boot

@@ -6,7 +6,7 @@ The dependencies are the work's own, whatever order the guest's scripts run it i
 need provisioning's first steps (the disk, the packages); the model's download needs the venv (the download runs with
 its huggingface_hub); the reboot needs the driver; vLLM's start needs the boot after the reboot, the venv and the
 model. A boot that runs them one after another takes the sum of the parts; one that overlaps them can come down to
-the longest chain (issue 37: the first boot within 15 % of it).
+the longest chain (the first boot within 15 % of it).
 """
 
 from __future__ import annotations
@@ -126,5 +126,5 @@ def report(parts: list[Part], booted: float, healthy: float) -> str:
     lines += [f"sum of the parts: {sum(p.seconds for p in parts):.0f} s",
               f"longest chain: {chain_s:.0f} s ({' -> '.join(chain)})",
               f"first boot (VM start to /health 200): {total:.0f} s",
-              f"first boot / longest chain: {total / chain_s:.2f} (issue 37: at most 1.15)"]
+              f"first boot / longest chain: {total / chain_s:.2f} (at most 1.15)"]
     return "\n".join(lines)
