@@ -116,7 +116,8 @@ def delete_failed_alarm(name: str, dead_letters: aws.sqs.Queue, email: str, tags
     aws.cloudwatch.MetricAlarm(
         f"{name}-ttl-delete-failed",
         alarm_description=("EventBridge Scheduler gave up deleting the SageMaker endpoint at its endpointTtl: it "
-                           "still bills. `gemma4-t4 status` names it and the reason; `pulumi destroy` deletes it."),
+                           f"still bills. `gemma4-t4 status -s {pulumi.get_stack()}` names it and the reason; "
+                           "`pulumi destroy` deletes it."),
         namespace=DELETE_FAILED_METRIC[0], metric_name=DELETE_FAILED_METRIC[1],
         dimensions={"QueueName": dead_letters.name},
         statistic="Maximum", period=300, evaluation_periods=1, threshold=1,

@@ -265,6 +265,7 @@ def test_an_alarm_watches_the_ttls_dead_letters_and_not_the_backstops(run_stack)
     subscription = plan.one("aws:sns/topicSubscription:TopicSubscription").inputs
     assert subscription == {**subscription, "topic": topic.state["arn"], "protocol": "email",
                             "endpoint": "ops@example.com"}
+    assert "`gemma4-t4 status -s sagemaker-t4`" in alarm["alarmDescription"], "a line that runs as printed"
     assert plan.outputs["ttl_alarm_topic_arn"] == topic.state["arn"]
     assert plan.outputs["ttl_backstop_dead_letter_queue_url"] == backstop_queue.state["url"]
     # Without an address, the topic alone (for the user's own subscription).
