@@ -41,7 +41,7 @@ MUTATIONS = [
      "block_public_acls=True", "block_public_acls=False"),
     ("the execution role may only pull its own image", "components/sagemaker/component.py",
      '"ecr:BatchGetImage"],\n             "Resource": image.repository_arn', '"ecr:*"],\n             "Resource": "*"'),
-    ("the TTL role may only delete its endpoint", "components/sagemaker/component.py",
+    ("the TTL role may only delete its endpoint", "components/sagemaker/ttl.py",
      '"sagemaker:DeleteEndpoint", "Resource": endpoint_arn}', '"sagemaker:*", "Resource": "*"}'),
     ("a service assumes a role only for this account's resources", "components/sagemaker/iam.py",
      '"Action": "sts:AssumeRole",\n                       "Condition": condition}', '"Action": "sts:AssumeRole"}'),
