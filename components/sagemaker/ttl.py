@@ -45,7 +45,7 @@ CREATE_WAIT = timedelta(seconds=catalog.SAGEMAKER_ENDPOINT_CREATE_TIMEOUT_S)
 # The alarm on the TTL's dead letters: SQS publishes ApproximateNumberOfMessagesVisible to CloudWatch every minute
 # for an active queue, and a queue a message was just sent to is active (Amazon SQS Developer Guide, "Available
 # CloudWatch metrics for Amazon SQS"); one letter, at the largest in five minutes, is a failed delete.
-DELETE_FAILED_METRIC = ("AWS/SQS", "ApproximateNumberOfMessagesVisible")
+DELETE_FAILED_NAMESPACE, DELETE_FAILED_METRIC = "AWS/SQS", "ApproximateNumberOfMessagesVisible"
 
 
 def clock_time(printed: str | None, step: str) -> datetime:
@@ -118,7 +118,7 @@ def delete_failed_alarm(name: str, dead_letters: aws.sqs.Queue, email: str, tags
         alarm_description=("EventBridge Scheduler gave up deleting the SageMaker endpoint at its endpointTtl: it "
                            f"still bills. `gemma4-t4 status -s {pulumi.get_stack()}` names it and the reason; "
                            "`pulumi destroy` deletes it."),
-        namespace=DELETE_FAILED_METRIC[0], metric_name=DELETE_FAILED_METRIC[1],
+        namespace=DELETE_FAILED_NAMESPACE, metric_name=DELETE_FAILED_METRIC,
         dimensions={"QueueName": dead_letters.name},
         statistic="Maximum", period=300, evaluation_periods=1, threshold=1,
         comparison_operator="GreaterThanOrEqualToThreshold", treat_missing_data="notBreaching",
