@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .. import catalog
-from ..core import bench, charts, limits, ops
+from ..core import bench, bench_report, charts, limits, ops
 from ..core.targets import TargetError
 from . import target_options
 from .output import (
@@ -217,10 +217,10 @@ def show_server_check(report: dict[str, Any]) -> None:
 
 def compare(args: argparse.Namespace) -> int:
     try:
-        reports = bench.load_report(args.a), bench.load_report(args.b)
+        reports = bench_report.load_report(args.a), bench_report.load_report(args.b)
     except TargetError as err:  # a file that is missing or not a report: bad input, not a failed run
         return fail("bench compare", str(err), EXIT_USAGE)
-    combined = bench.compare(*reports)
+    combined = bench_report.compare(*reports)
     written = charts.plot_compare(*reports, args.plot) if args.plot else []
     if args.json:
         print_json(combined)

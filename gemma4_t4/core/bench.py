@@ -20,7 +20,6 @@ Another client on the same server spoils that check, never the bench's own figur
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import statistics
@@ -28,18 +27,24 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any
-
-from typing_extensions import TypedDict
 
 from ..catalog import vllm as vllm_metrics
 from . import limits, metrics
+from .bench_report import (
+    SCHEMA_VERSION,
+    Answer,
+    Batch,
+    Decode,
+    Figures,
+    Load,
+    Percentiles,
+    Quality,
+    Report,
+    RequestTiming,
+    ServerCheck,
+)
 from .targets import Target, TargetError
 
-# Bumped whenever a field of the report changes meaning (docs/benchmark.md: "The benchmark's JSON").
-# 2: every request streamed; latency percentiles, requests/s and the /metrics cross-check.
-SCHEMA_VERSION = 3
 # on_step(phase, done, total): "decode", "load c=4", "quality"; done counts requests of that phase.
 StepCallback = Callable[[str, int, int], None]
 # The bench's mean TTFT against the server's histogram: within 10 %, or 5 ms, whichever is larger.
@@ -67,104 +72,6 @@ class BenchPlan:
     load_repeats: int = 2
     questions: int = 40
     pause_s: float = 0.0
-
-
-# --- the report (docs/benchmark.md: "The benchmark's JSON"; times in seconds) ---------------------------------
-
-
-class Percentiles(TypedDict):
-    mean: float
-    p50: float
-    p90: float
-    p99: float
-
-
-class RequestTiming(TypedDict):
-    ttft_s: float  # sent -> first chunk (vLLM sends it with the first token)
-    last_token_s: float  # sent -> the last chunk that carries text
-    e2e_s: float  # sent -> end of stream
-    chunks: int  # chunks that carried text (a chunk may carry several tokens under load)
-    prompt_tokens: int
-    completion_tokens: int
-    # The client's own time before the request left (building it, a pooled or new connection): in no latency above.
-    client_s: float
-    # sent -> the response's headers (None where the target cannot say). vLLM 0.30 writes them once it has parsed,
-    # validated and rendered the request, before the engine has it: most of its front end, little of its TTFT.
-    headers_s: float | None
-
-
-class Batch(TypedDict):
-    wall_s: float
-    completion_tokens: int
-    tok_s: float
-    requests_per_s: float
-    requests: list[RequestTiming]
-    metrics_generation_tokens: float | None  # growth of vllm:generation_tokens_total; None without /metrics
-
-
-class Figures(TypedDict):
-    """One window of work as the bench counted it, or as the server did."""
-
-    requests: int
-    prompt_tokens: int
-    generation_tokens: int
-    ttft_mean_s: float | None
-    itl_mean_s: float | None  # sum of (last token - first token) / sum of (tokens - 1): per token
-    e2e_mean_s: float | None
-    client_mean_s: float | None  # the bench's own time before a request left (RequestTiming.client_s); None: server
-    headers_mean_s: float | None  # mean RequestTiming.headers_s; None: the server's, or a target that cannot say
-
-
-class ServerCheck(TypedDict):
-    bench: Figures
-    server: Figures
-    counts_equal: bool  # requests, prompt and generation tokens
-    ttft_within_tolerance: bool  # |bench - server| <= max(10 % of server, 5 ms)
-
-
-class Load(TypedDict):
-    tok_s: float
-    requests_per_s: float
-    ttft_s: Percentiles
-    itl_s: Percentiles | None  # None when no request produced two chunks
-    e2e_s: Percentiles
-    tpot_s: Percentiles | None
-    batches: list[Batch]
-    server: ServerCheck | None
-
-
-class Decode(TypedDict):
-    tok_s: float
-    fixed_cost_s: float
-    walls_s: dict[str, list[float]]
-
-
-class Answer(TypedDict):
-    kind: str
-    prompt: str
-    expected: str
-    answer: str
-    correct: bool
-
-
-class Quality(TypedDict):
-    correct: int
-    total: int
-    answers: list[Answer]
-
-
-class Report(TypedDict):
-    schema_version: int
-    target: str
-    model: str
-    plan: dict[str, Any]
-    started: str
-    decode: Decode
-    load: dict[str, Load]  # by concurrency, as a string
-    quality: Quality
-    running_usd_per_hour: float | None
-    usd_per_mtok: float | None
-    server: ServerCheck | None  # the whole run against /metrics; None where the server has none
 
 
 # --- measuring -------------------------------------------------------------------------------------
@@ -406,68 +313,3 @@ class Bench:
                       running_usd_per_hour=price_per_hour,
                       usd_per_mtok=None if price_per_hour is None else price_per_hour / (top * 3600) * 1e6,
                       server=self._check(run_start, self._timings))
-
-
-# --- two runs side by side -----------------------------------------------------------------------------
-
-
-def compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    """Side by side, with ratios B/A and how many answers are byte-identical."""
-    try:
-        return _compare(a, b)
-    except (KeyError, TypeError, IndexError) as err:
-        raise TargetError(f"a report lacks {err}: both files must come from "
-                          "`gemma4-t4 bench run -s STACK --out FILE`") from None
-
-
-# Latency rows of the comparison: (label, load key, percentile). Reports of schema 1 have none.
-LATENCY_ROWS = (("TTFT p50 ms", "ttft_s", "p50"), ("TTFT p99 ms", "ttft_s", "p99"), ("ITL p50 ms", "itl_s", "p50"),
-                ("ITL p99 ms", "itl_s", "p99"), ("E2E p50 ms", "e2e_s", "p50"), ("E2E p99 ms", "e2e_s", "p99"))
-
-
-def _ms(load: dict[str, Any], key: str, cut: str) -> float | None:
-    block = load.get(key)
-    return None if not block else block[cut] * 1000
-
-
-def _compare(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
-    def row(name: str, va: float | None, vb: float | None) -> dict[str, Any]:
-        return {"metric": name, "a": va, "b": vb, "ratio_b_a": None if not va or vb is None else round(vb / va, 2)}
-
-    rows = [row("decode tok/s", a["decode"]["tok_s"], b["decode"]["tok_s"]),
-            row("fixed cost s", a["decode"]["fixed_cost_s"], b["decode"]["fixed_cost_s"])]
-    for c in (c for c in a["load"] if c in b["load"]):
-        la, lb = a["load"][c], b["load"][c]
-        rows.append(row(f"load c{c} tok/s", la["tok_s"], lb["tok_s"]))
-        if "requests_per_s" in la and "requests_per_s" in lb:
-            rows.append(row(f"load c{c} req/s", la["requests_per_s"], lb["requests_per_s"]))
-            rows += [row(f"load c{c} {label}", _ms(la, key, cut), _ms(lb, key, cut))
-                     for label, key, cut in LATENCY_ROWS]
-    rows.append(row("correct", a["quality"]["correct"], b["quality"]["correct"]))
-    rows.append(row("$/Mtok", a.get("usd_per_mtok"), b.get("usd_per_mtok")))
-    # The same seeded questions in the same order: pair them up to the shorter run.
-    pairs = list(zip(a["quality"]["answers"], b["quality"]["answers"], strict=False))
-    identical = sum(x["answer"] == y["answer"] for x, y in pairs)
-    return {"a": a["target"], "b": b["target"], "rows": rows, "identical_answers": identical, "compared": len(pairs),
-            "disagreements": [{"prompt": x["prompt"], "a": x["answer"], "b": y["answer"]}
-                              for x, y in pairs if x["answer"] != y["answer"]]}
-
-
-REPORT_KEYS = ("target", "decode", "load", "quality")
-
-
-def load_report(path: str | Path) -> dict[str, Any]:
-    """A report written by `bench run --out`; a missing, unreadable or foreign file is a TargetError."""
-    try:
-        report = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise TargetError(f"{path}: no such file (write one with "
-                          f"`gemma4-t4 bench run -s STACK --out {path}`)") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise TargetError(f"{path}: cannot read it ({err})") from None
-    except json.JSONDecodeError as err:
-        raise TargetError(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
-    missing = [k for k in REPORT_KEYS if not isinstance(report, dict) or k not in report]
-    if missing:
-        raise TargetError(f"{path}: not a gemma4-t4 bench report (missing {', '.join(missing)})")
-    return report

@@ -29,7 +29,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from sagemaker_standin import StandIn
 
-from gemma4_t4.core import bench as core_bench
+from gemma4_t4.core import bench_report
 from gemma4_t4.core.ops import SCHEMA_VERSION
 from gemma4_t4.mcp import cli_parity, scope
 from gemma4_t4.mcp.effects import CHANGES_STATE, COSTS_MONEY
@@ -195,7 +195,7 @@ def test_tools_against_the_real_server(vllm_server, tmp_path):
 
     report = bench.data
     assert report == json.loads(out.read_text()), "the tool returns what it wrote"
-    assert report["schema_version"] == core_bench.SCHEMA_VERSION and set(report["load"]) == {"1", "2"}
+    assert report["schema_version"] == bench_report.SCHEMA_VERSION and set(report["load"]) == {"1", "2"}
     assert report["server"]["counts_equal"] and report["server"]["bench"]["requests"] == 4 + 1 + 2 + 3
     assert report["load"]["2"]["ttft_s"]["p99"] >= report["load"]["2"]["ttft_s"]["p50"] > 0
     total = 4 + 1 + 2 + 3

@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, run
 
 from gemma4_t4.catalog import vllm as names
-from gemma4_t4.core import bench, charts, metrics
+from gemma4_t4.core import bench, bench_report, charts, metrics
 from gemma4_t4.core.targets import HttpTarget
 
 RECORDED_METRICS = (REPO / "tests" / "fixtures" / "vllm_metrics.txt").read_text()
@@ -39,7 +39,7 @@ def test_reduced_bench_counts_what_the_server_counts_and_charts_it(vllm_server, 
                  "--price-per-hour", "0.736", "--out", str(out), "--plot", str(plots))
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(out.read_text())
-    assert report["schema_version"] == bench.SCHEMA_VERSION == 3
+    assert report["schema_version"] == bench_report.SCHEMA_VERSION == 3
     assert report["decode"]["tok_s"] > 0 and len(report["decode"]["walls_s"]["32"]) == 3
     for concurrency, load in report["load"].items():
         assert len(load["batches"]) == 2
@@ -218,8 +218,8 @@ def test_metrics_snapshot_sums_label_sets_and_skips_buckets():
     assert metrics.window(snapshot, snapshot).ttft_mean_s is None  # nothing observed: no mean
 
 
-def _timing(ttft: float, tokens: int = 9, prompt: int = 5) -> bench.RequestTiming:
-    return bench.RequestTiming(ttft_s=ttft, last_token_s=ttft + 0.008 * (tokens - 1), e2e_s=ttft + 0.1, chunks=tokens,
+def _timing(ttft: float, tokens: int = 9, prompt: int = 5) -> bench_report.RequestTiming:
+    return bench_report.RequestTiming(ttft_s=ttft, last_token_s=ttft + 0.008 * (tokens - 1), e2e_s=ttft + 0.1, chunks=tokens,
                                prompt_tokens=prompt, completion_tokens=tokens, client_s=0.0003,
                                headers_s=None)
 
@@ -285,7 +285,7 @@ def test_compare_gives_ratios_latency_rows_and_disagreements():
                 "quality": {"correct": 1, "answers": [{"prompt": str(i), "answer": a} for i, a in enumerate(answers)]},
                 "usd_per_mtok": 1.0}
 
-    combined = bench.compare(report(100.0, ["1", "2"], 1.0), report(141.7, ["1", "3"], 2.0))
+    combined = bench_report.compare(report(100.0, ["1", "2"], 1.0), report(141.7, ["1", "3"], 2.0))
     rows = {r["metric"]: r for r in combined["rows"]}
     assert rows["decode tok/s"]["ratio_b_a"] == 1.42
     assert rows["load c16 TTFT p50 ms"]["a"] == pytest.approx(160.0) and rows["load c16 TTFT p50 ms"]["ratio_b_a"] == 2.0
@@ -294,7 +294,7 @@ def test_compare_gives_ratios_latency_rows_and_disagreements():
     # A schema-1 report has no latencies: the rows it cannot fill are left out, not failed.
     old = report(100.0, ["1"], 1.0)
     old["load"]["16"] = {"tok_s": 1600.0}
-    assert "load c16 TTFT p50 ms" not in {r["metric"] for r in bench.compare(old, old)["rows"]}
+    assert "load c16 TTFT p50 ms" not in {r["metric"] for r in bench_report.compare(old, old)["rows"]}
 
 
 def test_bench_compare_refuses_a_missing_or_foreign_file_without_a_traceback(tmp_path):
@@ -325,10 +325,10 @@ def test_the_docs_document_every_field_of_the_report():
 
     page = (REPO / "docs" / "benchmark.md").read_text()
     section = page.split("## The benchmark's JSON", 1)[1].split("\n## ", 1)[0]
-    assert f"(schema {bench.SCHEMA_VERSION})" in section.splitlines()[0]
+    assert f"(schema {bench_report.SCHEMA_VERSION})" in section.splitlines()[0]
     documented = {word for span in re.findall(r"`([^`]+)`", section) for word in re.findall(r"[a-z_][a-z_0-9]*", span)}
-    types = (bench.Report, bench.Decode, bench.Load, bench.Batch, bench.RequestTiming, bench.Percentiles,
-             bench.ServerCheck, bench.Figures, bench.Quality, bench.Answer)
+    types = (bench_report.Report, bench_report.Decode, bench_report.Load, bench_report.Batch, bench_report.RequestTiming, bench_report.Percentiles,
+             bench_report.ServerCheck, bench_report.Figures, bench_report.Quality, bench_report.Answer)
     declared = {key for kind in types for key in get_type_hints(kind)} | {f.name for f in fields(bench.BenchPlan)}
     assert declared - documented == set()
 

@@ -11,6 +11,7 @@ from pydantic import Field
 from ... import catalog
 from ...core import bench as core_bench
 from ...core import charts, limits, ops
+from ...core.bench_report import Report
 from ...core.targets import Target
 from ..calls import in_thread, progress, workspace
 from ..effects import Effect
@@ -61,7 +62,7 @@ async def bench(ctx: Context, url: Url = None, stack: StackName = None, endpoint
               pause_s: Annotated[float, Field(ge=0, le=limits.MAX_INTERVAL_S,
                                               description="seconds between load batches")] = DEFAULTS.pause_s,
               price_per_hour: Annotated[float | None, Field(gt=0, description="USD/h, for $/Mtok")] = None,
-              instance_type: InstanceType = None, out: Out = None, plot_dir: PlotDir = None) -> core_bench.Report:
+              instance_type: InstanceType = None, out: Out = None, plot_dir: PlotDir = None) -> Report:
     """The reference T4 benchmark of one server (decode tok/s, load at each concurrency, 40 seeded
     questions, $/Mtok) with TTFT/ITL/E2E/TPOT p50/p90/p99 per concurrency from streamed responses,
     checked against the server's own /metrics. Puts real load on the server, writes out (a new file) and
@@ -79,7 +80,7 @@ async def bench(ctx: Context, url: Url = None, stack: StackName = None, endpoint
                            load_repeats=load_repeats, questions=questions, pause_s=pause_s)
     step = _on_step(ctx, plan)
 
-    def measure(target: Target) -> core_bench.Report:
+    def measure(target: Target) -> Report:
         result = core_bench.Bench(target, ops.served_model(target, model), plan, step).run(price)
         _write(result, out_path, plot_path)
         return result
@@ -87,7 +88,7 @@ async def bench(ctx: Context, url: Url = None, stack: StackName = None, endpoint
     return await in_thread(bound.with_target((url, stack, endpoint, region), measure))
 
 
-def _write(result: core_bench.Report, out: Path | None, plot_dir: Path | None) -> None:
+def _write(result: Report, out: Path | None, plot_dir: Path | None) -> None:
     if out:
         with out.open("x") as f:  # a file made meanwhile is not written over either
             f.write(json.dumps(result, indent=2))

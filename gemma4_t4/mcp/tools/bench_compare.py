@@ -6,7 +6,7 @@ from mcp.server.mcpserver import Context
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from ...core import bench, charts
+from ...core import bench_report, charts
 from ...core.ops import SCHEMA_VERSION
 from ..calls import in_thread, workspace
 from ..effects import Effect
@@ -23,7 +23,7 @@ PlotDir = Annotated[str | None, Field(description="write compare-throughput.png 
 
 class Written(TypedDict):
     schema_version: int
-    comparison: dict[str, Any]  # core.bench.compare: rows with ratios B/A, identical answers
+    comparison: dict[str, Any]  # core.bench_report.compare: rows with ratios B/A, identical answers
     charts: list[str]  # PNG files written, if plot_dir was given
 
 
@@ -36,9 +36,9 @@ async def bench_compare(ctx: Context, a: Baseline, b: Compared, plot_dir: PlotDi
     plot_path = bound.chart_folder(plot_dir, "plot_dir", charts.COMPARE_CHARTS) if plot_dir else None
 
     def compare() -> Written:
-        reports = bench.load_report(a_path), bench.load_report(b_path)
+        reports = bench_report.load_report(a_path), bench_report.load_report(b_path)
         written = charts.plot_compare(*reports, plot_path) if plot_path else []
-        return Written(schema_version=SCHEMA_VERSION, comparison=bench.compare(*reports),
+        return Written(schema_version=SCHEMA_VERSION, comparison=bench_report.compare(*reports),
                        charts=[str(p) for p in written])
 
     return await in_thread(compare)
