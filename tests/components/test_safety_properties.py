@@ -23,13 +23,13 @@ pytestmark = pytest.mark.build
 
 # (what is guarded, file, the source as it is, the source broken)
 MUTATIONS = [
-    ("the data disk outlives the VM", "components/gce/component.py",
+    ("the data disk outlives the VM", "components/gce/storage.py",
      "retain_on_delete=settings.retain_data_disk", "retain_on_delete=False"),
-    ("GPU VMs terminate on host maintenance", "components/gce/component.py",
+    ("GPU VMs terminate on host maintenance", "components/gce/guards.py",
      "on_host_maintenance=settings.on_host_maintenance.value", 'on_host_maintenance="MIGRATE"'),
-    ("only IAP may reach SSH", "components/gce/component.py",
+    ("only IAP may reach SSH", "components/gce/network.py",
      "source_ranges=[IAP_SSH_SOURCE_RANGE]", 'source_ranges=["0.0.0.0/0"]'),
-    ("the deny-all outranks the network's own rules", "components/gce/component.py",
+    ("the deny-all outranks the network's own rules", "components/gce/network.py",
      "priority=catalog.FIREWALL_DENY_PRIORITY", "priority=65535"),
     ("vLLM beyond loopback needs an API key", "components/gce/settings.py",
      "if self.api_key is None or", "if False and self.api_key is None or"),
