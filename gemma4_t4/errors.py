@@ -19,7 +19,7 @@ from typing import Any, ClassVar, Protocol
 PROJECT = "gemma4-t4"
 VALUE = "VALUE"  # a value only the user can choose
 # What the offline plan hands the program for a stack-file secret (`secure:` ciphertext) it cannot decrypt: a value
-# no check reads as the secret's (gemma4_t4.core.plan; components/gce/component.py check_secret_key).
+# no check reads as the secret's (gemma4_t4.core.plan; components/gce/checks.py check_secret_key).
 UNDECRYPTED_SECRET = "[secret]"
 
 

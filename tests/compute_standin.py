@@ -84,7 +84,7 @@ class ComputeStandIn:
 
     def add_vm(self, status: str = "RUNNING", labels: dict[str, str] | None = None) -> dict:
         """The stack's VM, as recorded, in the given state; returns {project, zone, instance}. Its labels are the
-        component's (components/gce/component.py: app=gemma4-t4 on every resource), in the instances resource's
+        component's (components/gce/storage.py APP_LABEL: app=gemma4-t4 on every resource), in the instances resource's
         `labels` map (Compute API reference, instances: "labels": {string: string}); the recorded VM had none."""
         instance = _recorded("instance", self.project)
         instance["status"] = status

@@ -2,7 +2,7 @@
 that runs this file (a venv with the installed wheels: no import from this checkout's tests). pyproject.toml allows
 any pulumi 3.x and pulumi-gcp 10.x from its floors, and none of these is covered by their semver:
 
-- pulumi.runtime.sync_await._sync_await (components/gce/component.py): an apiKey Output's value read while the
+- pulumi.runtime.sync_await._sync_await (components/gce/checks.py, storage.py): an apiKey Output's value read while the
   component checks its Args, and the disk lookups of every T4 zone gathered and waited on together;
 - pulumi_gcp._utilities.get_invoke_opts_defaults (the same lookups): the invoke asks for the installed pulumi-gcp's
   plugin version, as pulumi_gcp's own functions do;

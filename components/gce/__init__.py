@@ -1,7 +1,11 @@
 """Everything the GCE component owns, in one folder:
 
-- component.py: ``GceT4Server`` and ``GceT4ServerArgs`` (the VM, its network, firewall, data disk and grants);
+- component.py: ``GceT4Server`` and ``GceT4ServerArgs``, its constructor as named steps;
 - settings.py: ``GceT4ServerSettings``, the rules only a GCE VM has;
+- checks.py: what is refused before anything is registered; names.py: the VM's and data disk's fixed names;
+- network.py (network, firewall, Cloud NAT), storage.py (the data disk), server.py (the VM), access.py (the
+  operators' grants), hf_token.py (the token's secret), guards.py (maxRunHours, idleStopMinutes), outputs.py;
+- cost.py: every GCE price, for the component and the operator tools alike (no Pulumi);
 - guest.py: the VM's user-data, from the files in cloudinit/;
 - guest_lock.py: the guest's vLLM locks (`make guest-lock`);
 - provider_answers.py: what the GCP provider's getDisk answers, word for word, with its source.

@@ -150,7 +150,7 @@ class GceT4ServerSettings(ServingSettings):
                               f"subnetwork the VM joins, in the zone's region {self.region}",
                               (Set(missing), f" (or leave out {given} for a network of the component's own)"))
         # One known now is checked against the zone here; one that is an Output (another resource's id), when its
-        # value is known, before the data disk is made (components/gce/component.py subnetwork_checked).
+        # value is known, before the data disk is made (components/gce/network.py subnetwork_checked).
         if isinstance(self.subnetwork, str) and (refusal := subnetwork_refusal(self.subnetwork, self.zone)):
             raise refusal
 
@@ -255,7 +255,7 @@ class GceT4ServerSettings(ServingSettings):
                                "Authorization: Bearer KEY; vLLM checks it on /v1 only), or ",
                                Unset("allowNonLoopbackHost"), " and use the IAP tunnel"))
         if isinstance(self.api_key, str):
-            check_api_key(self.api_key)  # a secret Output is checked where its value is known (component.py)
+            check_api_key(self.api_key)  # a secret Output is checked where its value is known (checks.py)
         if not self.api_source_ranges:
             raise ConfigError("allowNonLoopbackHost", f"true without apiSourceRanges: the firewall admits no one to "
                               f"port {self.port} (the stack denies every source but IAP's SSH), and vLLM's routes "
@@ -345,7 +345,7 @@ def _gce_label(text: str, key: bool = False) -> str:
 
 
 # The labels the GCE component sets itself: app on every resource, and the data disk's retainDataDisk as its
-# last `up` saved it (component.py RETAIN_LABEL).
+# last `up` saved it (storage.py RETAIN_LABEL).
 GCE_OWN_LABELS = {"app": "app=gemma4-t4", "gemma4-t4-retain-data-disk": "gemma4-t4-retain-data-disk=true|false"}
 
 

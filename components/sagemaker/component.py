@@ -27,20 +27,16 @@ replacement avoids both. The old endpoint keeps serving at whatever scale it rea
 policy, until the new one is in service; the new one is registered for scaling only then (the
 target waits for the endpoint, which waits for InService), and only then is the old one, with its
 target, deleted. Nothing scales an endpoint in while it is being created or replaced.
+
+The constructor names its steps; each concern is a module of this folder (docs/architecture.md): checks.py (what
+is refused before anything is registered), image.py (the clamped image), access.py (the roles), server.py (the
+model, configuration and endpoint), scaling.py, ttl.py and guards.py (what stops the bill), cost.py and outputs.py.
 """
 
-import functools
-import hashlib
-import json
-import re
-import shlex
-from dataclasses import dataclass
-from datetime import timedelta
-from typing import Any, cast
+from typing import cast
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_command as command
 
 from gemma4_t4 import catalog
 
@@ -49,29 +45,34 @@ from ..base import (
     MemoryPlan,
     ServingArgs,
     T4ServingComponent,
-    cost_guard,
     provider_for,
     refusals,
     type_token,
     warn_guards_off,
     with_alias,
 )
-from ..config import validate
-from ..serving import ServingPlan, check_serving, warn_unpinned
+from ..serving import ServingPlan, warn_unpinned
+from . import cost
+from .access import account_of, build_environment, execution_role
+from .checks import CheckedArgs, account_check_step, check_endpoint_args
 from .container import container_environment
 from .fleet import fleet_key
-from .iam import account_of, sagemaker_trust, service_role
-from .image import TuringImage, image_tag, kept_repository_name, refuse_unkeeping, step_environment
-from .region import provider_region
-from .scope import StackScope, fleet_id
-from .settings import FleetChange, ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric, check_sagemaker_region
-from .steps import account_check, endpoint_watch, single_fleet
-from .ttl import TtlParts, arm_before_create, delete_after
+from .guards import cost_guards
+from .image import TuringImage
+from .names import default_prefix, endpoint_log_groups, endpoint_name, endpoint_name_start
+from .outputs import connect_command, contract_target
+from .scaling import autoscale
+from .server import serving_endpoint, serving_model, token_secret
+from .settings import FleetChange, ImageBuilder, SageMakerT4EndpointSettings, ScalingMetric
+from .ttl import TtlParts, delete_after
+
+# Where these lived before the component was split by concern (tests and callers import them from here).
+__all__ = ["SageMakerT4Endpoint", "SageMakerT4EndpointArgs", "endpoint_log_groups", "endpoint_name",
+           "endpoint_name_start"]
+
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:aws:SageMakerT4Endpoint"
-
-VARIANT = "AllTraffic"
 
 
 class SageMakerT4EndpointArgs(ServingArgs, total=False):
@@ -144,110 +145,6 @@ class SageMakerT4EndpointArgs(ServingArgs, total=False):
     CloudWatch's retentions (1, 3, 5, 7, 14, 30, 60, 90, ... 3653)."""
 
 
-def fallback_instance_types(instance_type: str) -> list[str]:
-    """The other T4 instance types with as many T4s, smallest first: what to try when the region has no capacity
-    for INSTANCE_TYPE ([sagemaker-t4-article] deployed with ml.g4dn.xlarge, then ml.g4dn.2xlarge)."""
-    found = catalog.SAGEMAKER_INSTANCE_TYPES.get(instance_type)
-    if found is None or instance_type not in catalog.SAGEMAKER_T4_INSTANCE_TYPES:
-        return []
-    same = [t for t in catalog.SAGEMAKER_T4_INSTANCE_TYPES
-            if t != instance_type and catalog.SAGEMAKER_INSTANCE_TYPES[t].gpus == found.gpus]
-    return sorted(same, key=lambda t: catalog.SAGEMAKER_INSTANCE_TYPES[t].vcpus)
-
-
-
-
-def default_prefix(name: str) -> str:
-    return f"{pulumi.get_stack()}-{name}"
-
-
-ENDPOINT_SUFFIX = 8  # hex digits from the configuration's name
-
-
-def endpoint_name_start(prefix: str) -> str:
-    """What every endpoint name of the stack starts with: PREFIX-endpoint- (PREFIX made of SageMaker's letters,
-    digits and dashes, and cut so that the whole name stays within its 63)."""
-    most = catalog.SAGEMAKER_ENDPOINT_NAME_MAX - len("-endpoint-") - ENDPOINT_SUFFIX
-    stem = re.sub(r"[^a-zA-Z0-9]+", "-", prefix).strip("-")[:most].rstrip("-")
-    return f"{stem}-endpoint-".lstrip("-")
-
-
-def endpoint_name(prefix: str, config_name: str) -> str:
-    """The endpoint's name: PREFIX-endpoint- and 8 hex digits from its configuration's name. Every change that
-    needs a new fleet replaces the configuration, so it is a new endpoint beside the old one (blue/green by name),
-    and its name is known before CreateEndpoint is called: the log group, the TTL's role and backstop are made
-    for it first."""
-    return endpoint_name_start(prefix) + hashlib.sha256(config_name.encode()).hexdigest()[:ENDPOINT_SUFFIX]
-
-
-def endpoint_log_groups(prefix: str) -> str:
-    """The log groups of every endpoint endpoint_name may name, as an IAM pattern (? is one character)."""
-    return catalog.SAGEMAKER_ENDPOINT_LOG_GROUP.format(endpoint=endpoint_name_start(prefix) + "?" * ENDPOINT_SUFFIX)
-
-
-def build_environment(provider: pulumi.ProviderResource | None, profile: pulumi.Output[str | None],
-                      given: Any) -> pulumi.Output[dict[str, str]]:
-    """The build step's AWS credentials: the explicit provider's (its keys and profile, as it was given them),
-    then PROFILE, then what the caller gives (which wins)."""
-    keys: dict[str, Any] = {}
-    if isinstance(provider, aws.Provider):
-        keys = {"AWS_ACCESS_KEY_ID": provider.access_key, "AWS_SECRET_ACCESS_KEY": provider.secret_key,
-                "AWS_SESSION_TOKEN": provider.token}
-    from_provider = pulumi.Output.all(**keys) if keys else pulumi.Output.from_input({})
-    return pulumi.Output.all(from_provider, profile, pulumi.Output.from_input(given or {})).apply(
-        lambda found: {**{k: v for k, v in found[0].items() if v}, **({"AWS_PROFILE": found[1]} if found[1] else {}),
-                       **found[2]})
-
-
-def cost_per_hour_usd(args: SageMakerT4EndpointSettings, instances: int | None = None) -> float | None:
-    """At ``instances`` (default: the fewest the endpoint runs), at the region's list price."""
-    price = catalog.SAGEMAKER_REGIONAL_PRICES.get(args.region, {}).get(args.instance_type)
-    count = args.instances_min if instances is None else instances
-    return None if price is None else round(price.usd_per_hour * count, 4)
-
-
-def billing_after_destroy_usd_per_month(args: SageMakerT4EndpointSettings) -> float:
-    if not args.keep_images:
-        return 0.0
-    return round(catalog.SAGEMAKER_IMAGE_BYTES / 1e9 * catalog.AWS_PRICES["ecr:gb-month"].usd_per_hour, 2)
-
-
-@dataclass(frozen=True)
-class CheckedArgs:
-    """The arguments, checked whole before anything is registered."""
-
-    settings: SageMakerT4EndpointSettings
-    plan: ServingPlan
-    region: str
-    ttl: timedelta | None
-
-
-def check_endpoint_args(name: str, args: SageMakerT4EndpointArgs, opts: pulumi.ResourceOptions | None,
-                        provider: pulumi.ProviderResource | None) -> CheckedArgs:
-    """Everything a refusal needs, checked before anything is registered (a refusal in the caller's words)."""
-    with refusals(SageMakerT4EndpointArgs.__name__):
-        if given := args.get("region"):
-            # The provider checks its own region (unless told not to); the component checks the one it is given.
-            check_sagemaker_region(given, (" (a region newer than botocore: give it to the AWS provider in opts, "
-                                           "with skip_region_validation)",))
-        region = given or provider_region(provider, opts)
-        settings = validate(SageMakerT4EndpointSettings, {**args, "region": region})
-        plan = check_serving(settings, settings.gpu)
-        ttl = settings.ttl()
-        if not settings.keep_images:  # before anything is registered (the image checks it too)
-            refuse_unkeeping(kept_repository_name(settings.name_prefix or default_prefix(name)), region,
-                             pulumi.InvokeOptions(provider=provider, parent=opts.parent if opts else None))
-    return CheckedArgs(settings, plan, region, ttl)
-
-
-def variant_of(settings: SageMakerT4EndpointSettings) -> dict[str, Any]:
-    """The production variant's settings (each a fleet setting: fleet.FLEET)."""
-    return {"instance_type": settings.instance_type, "initial_instance_count": settings.instance_count,
-            "inference_ami_version": settings.inference_ami_version,
-            "container_startup_health_check_timeout_in_seconds": settings.startup_health_check_timeout_seconds,
-            "model_data_download_timeout_in_seconds": settings.model_data_download_timeout_seconds}
-
-
 class SageMakerT4Endpoint(T4ServingComponent):
     """Gemma 4 on a Tesla T4 behind an Amazon SageMaker real-time endpoint (ml.g4dn.xlarge, pinned to the
     driver-580 host image), serving the AWS vLLM container with the Turing clamp, built by CodeBuild into a
@@ -286,7 +183,8 @@ class SageMakerT4Endpoint(T4ServingComponent):
     def __init__(self, name: str, args: SageMakerT4EndpointArgs = {},  # noqa: B006
                  opts: pulumi.ResourceOptions | None = None) -> None:
         provider = provider_for("aws", opts)
-        checked = check_endpoint_args(name, args, opts, provider)
+        with refusals(SageMakerT4EndpointArgs.__name__):
+            checked = check_endpoint_args(name, args, opts, provider)
         settings, region = checked.settings, checked.region
         super().__init__(type_token(SageMakerT4Endpoint), name, None, with_alias(opts, LEGACY_TYPE))
         tags = {"app": "gemma4-t4", **settings.labels}
@@ -303,28 +201,20 @@ class SageMakerT4Endpoint(T4ServingComponent):
         image = self._image(name, settings, region, aws_environment, fleet)
         # The account the stack's resources are made in, as the repository's ARN names it.
         account = account_of(image.repository_arn)
-        token_secret = self._token_secret(name, settings.hf_token, tags) if settings.hf_token is not None else None
-        role_arn, model_waits_for = self._execution_role(name, settings, image, region, account, prefix, token_secret,
-                                                         tags)
-        if token_secret is not None:
+        hf_secret = token_secret(name, settings.hf_token, tags, self) if settings.hf_token is not None else None
+        role_arn, model_waits_for = execution_role(name, settings, image, region, account, prefix, hf_secret, tags,
+                                                   self)
+        if hf_secret is not None:
             # The ARN only: the image's entrypoint reads the token at start (turing/hf_token_entrypoint.py).
-            environment[catalog.HF_TOKEN_SECRET_ENV] = token_secret[0].arn
-            model_waits_for.append(token_secret[1])
-        model = aws.sagemaker.Model(
-            f"{name}-model-{fleet_id(fleet)}",
-            execution_role_arn=role_arn,
-            primary_container=aws.sagemaker.ModelPrimaryContainerArgs(image=image.image_uri, environment=environment),
-            tags=tags,
-            # The Model pulls the built image by digest: it must wait for the build and the role.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=model_waits_for, aliases=[pulumi.Alias(
-                name=f"{name}-model")]),
-        )
-        endpoint, ttl_parts = self._endpoint(name, settings, checked.ttl, model, fleet, region, account,
-                                             aws_environment, tags)
-        scaling = self._autoscale(name, settings, endpoint, tags) if settings.autoscaling else None
+            environment[catalog.HF_TOKEN_SECRET_ENV] = hf_secret[0].arn
+            model_waits_for.append(hf_secret[1])
+        model = serving_model(name, fleet, role_arn, image.image_uri, environment, tags, model_waits_for, self)
+        endpoint, ttl_parts = serving_endpoint(name, settings, checked.ttl, model, fleet, region, account,
+                                               aws_environment, tags, self)
+        scaling = autoscale(name, settings, endpoint, tags, self) if settings.autoscaling else None
         self.endpoint_name = endpoint.name
         self.image_uri = image.image_uri
-        self.hf_token_secret_arn = token_secret[0].arn if token_secret is not None else None
+        self.hf_token_secret_arn = hf_secret[0].arn if hf_secret is not None else None
         self._set_outputs(name, settings, checked, endpoint, ttl_parts, scaling, aws_environment, profile)
 
     def _announce(self, settings: SageMakerT4EndpointSettings, plan: ServingPlan) -> None:
@@ -342,105 +232,12 @@ class SageMakerT4Endpoint(T4ServingComponent):
                aws_environment: pulumi.Output[dict[str, str]], fleet: str) -> TuringImage:
         """The account check, then the clamped image, whose upload and build wait for it: nothing bills before it
         passed."""
-        account_check = self._account_check(name, settings, region, aws_environment, fleet)
+        account_check = account_check_step(name, settings, region, aws_environment, fleet, self)
         return TuringImage(f"{name}-image", {
             "base_image": settings.base_image, "vllm_version": catalog.PINS["vllm.sagemaker"], "region": region,
             "keep_images": settings.keep_images, "name_prefix": settings.name_prefix or default_prefix(name),
             "tags": settings.labels, "build_environment": aws_environment, "image_builder": settings.image_builder},
             opts=pulumi.ResourceOptions(parent=self, depends_on=[account_check]))
-
-    def _execution_role(self, name: str, settings: SageMakerT4EndpointSettings, image: TuringImage, region: str,
-                        account: pulumi.Output[str], prefix: str,
-                        token_secret: tuple[aws.secretsmanager.Secret, aws.secretsmanager.SecretVersion] | None,
-                        tags: dict[str, str]) -> tuple[pulumi.Input[str], list[pulumi.Resource]]:
-        """(the role SageMaker runs the model as, what the model waits for): the given executionRoleArn, else a new
-        role that may pull the image, write the endpoint's logs and (with hfToken) read the token's secret."""
-        log_groups = endpoint_log_groups(prefix)
-        if settings.execution_role_arn is not None:
-            pulumi.log.info(f"executionRoleArn: the role must allow writing to the log group {log_groups}"
-                            + (" and secretsmanager:GetSecretValue on the hfToken secret (output hf_token_secret_arn)"
-                               if token_secret else ""), resource=self)
-            return settings.execution_role_arn, [image.build]
-        # ARNs are written for the aws partition: a region of another is refused at preview (settings' region).
-        log_group_arn = pulumi.Output.format("arn:{0}:logs:{1}:{2}:log-group:{3}", catalog.AWS_PARTITION, region,
-                                             account, log_groups)
-        role, role_policy = service_role(f"{name}-execution", "sagemaker.amazonaws.com", [
-            {"Sid": "EcrLogin", "Effect": "Allow", "Action": "ecr:GetAuthorizationToken", "Resource": "*"},
-            {"Sid": "PullImage", "Effect": "Allow",
-             "Action": ["ecr:BatchCheckLayerAvailability", "ecr:GetDownloadUrlForLayer", "ecr:BatchGetImage"],
-             "Resource": image.repository_arn},
-            # Only the endpoint's own group, which the stack creates (CreateLogGroup finds it there).
-            {"Sid": "EndpointLogs", "Effect": "Allow",
-             "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents",
-                        "logs:DescribeLogStreams"],
-             "Resource": [log_group_arn, pulumi.Output.concat(log_group_arn, ":*")]},
-            {"Sid": "Metrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
-             "Condition": {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}}},
-            *([{"Sid": "HfToken", "Effect": "Allow", "Action": "secretsmanager:GetSecretValue",
-                "Resource": token_secret[0].arn}] if token_secret else []),
-        ], tags, self, sagemaker_trust(region, account))
-        return role.arn, [image.build, role_policy]
-
-    def _endpoint(self, name: str, settings: SageMakerT4EndpointSettings, ttl: timedelta | None,
-                  model: aws.sagemaker.Model, fleet: str, region: str, account: pulumi.Output[str],
-                  aws_environment: pulumi.Output[dict[str, str]], tags: dict[str, str]
-                  ) -> tuple[aws.sagemaker.Endpoint, TtlParts | None]:
-        """The endpoint configuration, the endpoint made from it (with its watch, log group and, with a TTL, what
-        deletes it made first). The configuration, the endpoint and its log group are the fleet's (named with its
-        key, fleet.py): a new fleet is new resources, and the old fleet goes at the end of the `up` that made it."""
-        prefix = settings.name_prefix or default_prefix(name)
-        # Named as before per-fleet names (0.4.0 and earlier): a stack's fleet keeps its resources on the upgrade.
-        config = aws.sagemaker.EndpointConfiguration(
-            f"{name}-config-{fleet_id(fleet)}",
-            production_variants=[aws.sagemaker.EndpointConfigurationProductionVariantArgs(
-                variant_name=VARIANT, model_name=model.name, **variant_of(settings))],
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(name=f"{name}-config")]),
-        )
-        # The endpoint's name follows its configuration (see endpoint_name); the watch lists it by its start.
-        physical_name = config.name.apply(functools.partial(endpoint_name, prefix))
-        self._watch_endpoint(name, config, region, aws_environment, fallback_instance_types(settings.instance_type),
-                             endpoint_name_start(prefix), settings.log_retention_days)
-        scope = StackScope.current().tags()
-        log_group = self._endpoint_logs(name, fleet, physical_name, settings.log_retention_days, {**tags, **scope})
-        # With a TTL, its delete schedule exists before CreateEndpoint is called (see ttl.delete_after).
-        ttl_parts = arm_before_create(name, ttl, physical_name, region, account, config, tags, settings.autoscaling,
-                                      settings.ttl_alarm_email, self) if ttl is not None else None
-        before = [log_group, *([ttl_parts.backstop] if ttl_parts else [])]
-        single = settings.fleet_change == FleetChange.SINGLE
-        if single:
-            before.append(self._single_fleet(name, config, physical_name, fleet, region, aws_environment))
-        # The stack's tags (its organization, project and stack: scope.py) let preflight, status and the account check
-        # find this stack's endpoints (a change holds two fleets, and an `up` stopped during the wait leaves one
-        # outside the state) and no other stack's; the fleet tag says what it runs.
-        endpoint = aws.sagemaker.Endpoint(
-            f"{name}-endpoint-{fleet_id(fleet)}", name=physical_name, endpoint_config_name=config.name,
-            tags={**tags, **scope, catalog.SAGEMAKER_FLEET_TAG: fleet},
-            # A new configuration of the same fleet (what fleet.FLEET cannot see: a role given as an Output) replaces
-            # the endpoint (its name follows the configuration) rather than updating it in place; see the module's
-            # docstring. Its log group first: SageMaker would otherwise make one that never expires.
-            opts=pulumi.ResourceOptions(parent=self, replace_on_changes=["endpointConfigName"],
-                                        delete_before_replace=single, depends_on=before,
-                                        aliases=[pulumi.Alias(name=f"{name}-endpoint")]))
-        return endpoint, ttl_parts
-
-    def _single_fleet(self, name: str, config: aws.sagemaker.EndpointConfiguration, endpoint: pulumi.Output[str],
-                      fleet: str, region: str, aws_environment: pulumi.Output[dict[str, str]]
-                      ) -> command.local.Command:
-        """fleetChange single: the stack's endpoints of another fleet are deleted before this fleet's endpoint is
-        created (steps/single_fleet.py), once its image is built and its configuration made. Said at preview."""
-        pulumi.log.warn("fleetChange single: a change that needs a new fleet deletes the serving endpoint before "
-                        "it creates the new one; nothing serves until the new endpoint is InService (~13 minutes, "
-                        "measured), nor at all if it fails. blueGreen (the default) keeps the old one serving, with "
-                        "an endpoint quota for both fleets", resource=self)
-        scope = StackScope.current()
-        request = endpoint.apply(lambda found: single_fleet.SingleFleetRequest(
-            stack=scope.stack, fleet=fleet, endpoint_name=found, project=scope.project,
-            organization=scope.organization))
-        return command.local.Command(
-            f"{name}-single-fleet", create=single_fleet.command(),
-            environment=step_environment(aws_environment, region, request),
-            triggers=[fleet], opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
 
     def _set_outputs(self, name: str, settings: SageMakerT4EndpointSettings, checked: CheckedArgs,
                      endpoint: aws.sagemaker.Endpoint, ttl_parts: TtlParts | None,
@@ -450,7 +247,7 @@ class SageMakerT4Endpoint(T4ServingComponent):
         plan, ttl, region, serving = checked.plan, checked.ttl, checked.region, checked.plan.serving
         self.memory_plan = pulumi.Output.from_input(cast(MemoryPlan, plan.memory.as_output())) if plan.memory else None
         # Outputs of what this endpoint has: None (not exported) for autoscaling and a TTL it was not given.
-        most = cost_per_hour_usd(settings, settings.instances_max) if scaling is not None else None
+        most = cost.cost_per_hour_usd(settings, settings.instances_max) if scaling is not None else None
         self.cost_per_hour_usd_max = pulumi.Output.from_input(most) if most is not None else None
         self.scalable_target = scaling.resource_id if scaling is not None else None
         outputs = (delete_after(name, ttl, endpoint, ttl_parts, region, aws_environment, self)
@@ -459,130 +256,17 @@ class SageMakerT4Endpoint(T4ServingComponent):
         self.ttl_dead_letter_queue_url = outputs.dead_letter_queue_url if outputs else None
         self.ttl_backstop_dead_letter_queue_url = outputs.backstop_dead_letter_queue_url if outputs else None
         self.ttl_alarm_topic_arn = outputs.alarm_topic_arn if outputs else None
-        guards = [cost_guard("endpointTtl", settings.endpoint_ttl.strip() if ttl is not None else None,
-                             f"EventBridge Scheduler deletes the endpoint {settings.endpoint_ttl.strip()} after its "
-                             "creation", "nothing deletes the endpoint: it bills until `pulumi destroy`",
-                             cost_per_hour_usd(settings, settings.instances_max))]
+        guards = cost_guards(settings, ttl)
         warn_guards_off(guards, self)
         self.cost_guards = pulumi.Output.from_input(guards)
         warn_unpinned(serving, self)
         self.model_revision = pulumi.Output.from_input(serving.revision or "") if serving.from_hub else None
-        body = json.dumps({"model": serving.served_model_name, "max_tokens": 64,
-                           "messages": [{"role": "user", "content": "Name the four inner planets."}]})
         self._register_contract(
             cloud="sagemaker",
             port=catalog.SAGEMAKER_CONTAINER_PORT,
             served_model_name=serving.served_model_name,
-            target=pulumi.Output.all(endpoint.name, profile).apply(
-                lambda found: {"endpoint_name": found[0], "region": region,
-                               **({"profile": found[1]} if found[1] else {}),
-                               # What marks the stack's endpoints (scope.py): status lists the others it marks.
-                               "stack_tags": StackScope.current().tags()}),
-            connect_command=endpoint.name.apply(lambda found: shlex.join([
-                "aws", "sagemaker-runtime", "invoke-endpoint", "--region", region, "--endpoint-name", found,
-                "--content-type", "application/json", "--cli-binary-format", "raw-in-base64-out", "--body", body,
-                "/dev/stdout"])),
-            cost_per_hour_usd=cost_per_hour_usd(settings),
-            billing_after_destroy_usd_per_month=billing_after_destroy_usd_per_month(settings),
+            target=contract_target(endpoint, region, profile),
+            connect_command=connect_command(endpoint, region, serving.served_model_name),
+            cost_per_hour_usd=cost.cost_per_hour_usd(settings),
+            billing_after_destroy_usd_per_month=cost.billing_after_destroy_usd_per_month(settings),
         )
-
-    def _account_check(self, name: str, settings: SageMakerT4EndpointSettings, region: str,
-                       environment: pulumi.Output[dict[str, str]], fleet: str) -> command.local.Command:
-        """CodeBuild's build quota and the endpoint quota, asked at `up` (not at preview) before the image
-        build (steps/account_check.py). It runs again whenever the fleet's key changes (fleet.py: the rule that
-        names a new fleet's resources), and when autoscaling's most or fleetChange does."""
-        scope = StackScope.current()
-        request = account_check.CheckRequest(
-            stack=scope.stack, project=scope.project, organization=scope.organization,
-            instance_type=settings.instance_type,
-            instances=settings.instance_count, most=settings.instances_max,
-            # No CodeBuild quota to check when the image is built on this machine.
-            compute_type=catalog.CODEBUILD_COMPUTE_TYPE if settings.image_builder == ImageBuilder.CODEBUILD else "",
-            tag=image_tag(catalog.PINS["vllm.sagemaker"], settings.base_image), fleet=fleet,
-            single=settings.fleet_change == FleetChange.SINGLE)
-        return command.local.Command(
-            f"{name}-account-check",
-            create=account_check.command(),
-            environment=step_environment(environment, region, pulumi.Output.from_input(None).apply(
-                lambda _: request)),
-            triggers=[request.encode()],
-            opts=pulumi.ResourceOptions(parent=self))
-
-    def _watch_endpoint(self, name: str, config: aws.sagemaker.EndpointConfiguration, region: str,
-                        environment: pulumi.Output[dict[str, str]], fallbacks: list[str], name_prefix: str,
-                        log_retention_days: int) -> command.local.Command:
-        """Beside the endpoint's creation from CONFIG: one that fails to reach InService is deleted, its log group
-        given a retention, its FailureReason printed (steps/endpoint_watch.py)."""
-        request = config.name.apply(lambda config_name: endpoint_watch.WatchRequest(
-            config_name=config_name, name_prefix=name_prefix, fallbacks=tuple(fallbacks),
-            log_retention_days=log_retention_days))
-        return command.local.Command(
-            f"{name}-endpoint-watch",
-            create=endpoint_watch.command(),
-            environment=step_environment(environment, region, request),
-            triggers=[config.name],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[config]))
-
-    def _endpoint_logs(self, name: str, fleet: str, endpoint: pulumi.Input[str], retention_days: int,
-                       tags: dict[str, str]) -> aws.cloudwatch.LogGroup:
-        """The group SageMaker writes the endpoint's container logs to, made by the stack before the endpoint (so
-        that SageMaker finds it instead of making one that never expires), with a retention; destroy deletes it,
-        after the endpoint. A new endpoint (a new configuration) gets a new group; the old one's goes with it."""
-        return aws.cloudwatch.LogGroup(
-            f"{name}-endpoint-logs-{fleet_id(fleet)}",
-            name=pulumi.Output.from_input(endpoint).apply(
-                lambda found: catalog.SAGEMAKER_ENDPOINT_LOG_GROUP.format(endpoint=found)),
-            retention_in_days=retention_days, tags=tags,
-            opts=pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(name=f"{name}-endpoint-logs")]))
-
-    def _token_secret(self, name: str, token: pulumi.Input[str], tags: dict[str, str]
-                      ) -> tuple[aws.secretsmanager.Secret, aws.secretsmanager.SecretVersion]:
-        """The Hugging Face token in a Secrets Manager secret of the stack, so that neither the model (which
-        DescribeModel shows) nor the endpoint carries it. Deleted at destroy without a recovery window: the stack
-        config still holds the token, and a secret waiting out its window would outlive the stack."""
-        child = pulumi.ResourceOptions(parent=self)
-        secret = aws.secretsmanager.Secret(f"{name}-hf-token", description="Hugging Face token of the gemma4-t4 "
-                                           "endpoint, read by its container at start", recovery_window_in_days=0,
-                                           tags=tags, opts=child)
-        version = aws.secretsmanager.SecretVersion(f"{name}-hf-token-value", secret_id=secret.id,
-                                                   secret_string=pulumi.Output.secret(token), opts=child)
-        return secret, version
-
-    def _autoscale(self, name: str, args: SageMakerT4EndpointSettings, endpoint: aws.sagemaker.Endpoint,
-                   tags: dict[str, str]) -> aws.appautoscaling.Target:
-        """The variant as an Application Auto Scaling target between the fewest and the most
-        instances, and a target-tracking policy that keeps the metric at the target per instance.
-
-        Registered once the endpoint is in service (the target reads the endpoint's name, and the
-        endpoint resource is created only when SageMaker reports InService). The scale-out cooldown
-        is the time a new instance may take to answer /ping: until it serves, the metric still shows
-        the old load, and the policy would otherwise add instances for load already being met."""
-        target = aws.appautoscaling.Target(
-            f"{name}-scaling",
-            service_namespace=catalog.SAGEMAKER_SCALING_NAMESPACE,
-            scalable_dimension=catalog.SAGEMAKER_SCALABLE_DIMENSION,
-            resource_id=endpoint.name.apply(lambda endpoint_name: catalog.sagemaker_scalable_resource_id(
-                endpoint_name, VARIANT)),
-            min_capacity=args.instances_min,
-            max_capacity=args.instances_max,
-            tags=tags,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        aws.appautoscaling.Policy(
-            f"{name}-scaling-policy",
-            policy_type="TargetTrackingScaling",
-            service_namespace=target.service_namespace,
-            scalable_dimension=target.scalable_dimension,
-            resource_id=target.resource_id,
-            target_tracking_scaling_policy_configuration=aws.appautoscaling.PolicyTargetTrackingScalingPolicyConfigurationArgs(
-                target_value=args.scaling_target_value,
-                predefined_metric_specification=aws.appautoscaling.
-                PolicyTargetTrackingScalingPolicyConfigurationPredefinedMetricSpecificationArgs(
-                    predefined_metric_type=catalog.SAGEMAKER_SCALING_METRICS[args.scaling_metric]),
-                scale_out_cooldown=args.startup_health_check_timeout_seconds,
-            ),
-            opts=pulumi.ResourceOptions(parent=self),
-        )
-        pulumi.log.info(f"autoscaling: {args.instances_min} to {args.instances_max} x {args.instance_type}, keeping "
-                        f"{args.scaling_metric} at {args.scaling_target_value:g} per instance", resource=self)
-        return target

@@ -22,8 +22,7 @@ import pulumi_command as command
 from gemma4_t4 import catalog
 
 from ..base import NotAProviderAnswer
-from .iam import scheduler_trust, service_role
-from .image import step_environment
+from .access import scheduler_trust, service_role, step_environment
 from .steps import created_at, ttl_passed
 
 # Scheduler's universal target, in the aws partition (a region of another is refused at preview).

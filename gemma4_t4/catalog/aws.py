@@ -102,7 +102,7 @@ SAGEMAKER_ORGANIZATION_TAG = "gemma4-t4:organization"
 SAGEMAKER_PROJECT_TAG = "gemma4-t4:project"
 SAGEMAKER_STACK_TAG = "gemma4-t4:stack"
 # The tag that says which fleet an endpoint runs: a digest of everything its model and endpoint configuration are
-# made from (components/sagemaker/component.py, fleet_digest). The account check compares it with the running
+# made from (components/sagemaker/fleet.py). The account check compares it with the running
 # endpoint's to know whether an `up` rolls out a second fleet.
 SAGEMAKER_FLEET_TAG = "gemma4-t4:fleet"
 # How long the AWS provider waits for a new endpoint to be InService before it fails the create

@@ -243,7 +243,7 @@ FIREWALL_DENY_PRIORITY = 1
 # set `enable-oslogin=FALSE` and `ssh-keys` and be root on each of them.
 GCE_OPERATOR_PERMISSIONS = ("compute.instances.get", "compute.instances.getGuestAttributes",
                             "compute.instances.start", "compute.instances.stop")
-# The label the GCE component puts on every resource it makes (components/gce/component.py APP_LABEL): stop and start
+# The label the GCE component puts on every resource it makes (components/gce/storage.py APP_LABEL): stop and start
 # act only on a VM that carries it, so a stack whose outputs name another VM (a hand-edited state, an import) cannot
 # have the tools stop someone else's machine.
 GCE_APP_LABEL = ("app", "gemma4-t4")

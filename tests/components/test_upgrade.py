@@ -72,7 +72,7 @@ REPLACED_SINCE_020 = {
     ("gce-t4", "gcp:compute/instance:Instance", "gemma4-t4"): "the boot image pinned by name",
 }
 # Inputs changed since 0.2.0 by an in-place update, not a replacement: (type, input) -> the keys added. The data
-# disk's label that mirrors retainDataDisk (components/gce/component.py RETAIN_LABEL): google_compute_disk's labels have no
+# disk's label that mirrors retainDataDisk (components/gce/storage.py RETAIN_LABEL): google_compute_disk's labels have no
 # ForceNew, a change is a setLabels call (terraform-provider-google resource_compute_disk.go:637-646 and
 # 1418-1431 at e03b7622).
 ADDED_IN_PLACE = {("gcp:compute/disk:Disk", "labels"): {"gemma4-t4-retain-data-disk"}}

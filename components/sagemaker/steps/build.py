@@ -2,7 +2,7 @@
 
 It runs with the AWS settings of the stack's Pulumi AWS provider (aws:region, aws:profile,
 aws:accessKey/secretKey/token, aws:assumeRole(s), aws:endpoints), handed over in its environment
-by components/sagemaker/image.py, so the build is looked for in the account the resources are made
+by components/sagemaker/image_build.py, so the build is looked for in the account the resources are made
 in; no AWS CLI is needed. Prints the image digest on stdout; everything else goes to stderr.
 
 1. An image with this tag already in the repository (immutable tags: same context, same image)

@@ -8,7 +8,7 @@ when the endpoint configuration exists, finds the endpoint SageMaker creates fro
   in the account, and in the way of the next `up`), and exits 1 with the reason.
 - An endpoint of this stack being updated to the configuration instead: exits 0. The stack no longer
   updates an endpoint in place (every new configuration is a new endpoint, named after it; see
-  components/sagemaker/component.py), so this meets only an update made outside it. No endpoint at all within
+  components/sagemaker/server.py), so this meets only an update made outside it. No endpoint at all within
   the appear time (CreateEndpoint refused, e.g. ResourceLimitExceeded): exits 0, the Endpoint reports it.
 """
 

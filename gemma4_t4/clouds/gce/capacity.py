@@ -9,9 +9,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from ... import catalog
+from ...components.gce import cost
 from ...core.capacity import RegionRow, RegionsReport, ordered
 from ...core.failures import cloud_message
-from ...core.offers import Offer, price_sum
+from ...core.offers import Offer
 from ...core.preflight import Needs, PreflightError
 from ...errors import PROJECT
 
@@ -116,8 +117,7 @@ def t4_offers() -> list[Offer]:
 
 
 def zone_offer(zone: str) -> Offer:
-    prices = catalog.GCE_PRICES.get(catalog.region_of(zone), {})
-    machine, gpu = f"machine:{catalog.n1_standard_for(1)}", "gpu:nvidia-tesla-t4"
-    return Offer("gce", zone, T4_SHAPE, price_sum(prices.get(machine), prices.get(gpu)),
-                 price_sum(prices.get(catalog.spot_item(machine)), prices.get(catalog.spot_item(gpu))),
-                 catalog.GCE_PRICE_LIST if machine in prices else "-")
+    region = catalog.region_of(zone)
+    priced = not cost.missing_prices(region, [f"machine:{catalog.n1_standard_for(1)}"])
+    return Offer("gce", zone, T4_SHAPE, cost.t4_offer_usd_per_hour(region, spot=False),
+                 cost.t4_offer_usd_per_hour(region, spot=True), catalog.GCE_PRICE_LIST if priced else "-")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ... import catalog
 from ...components.config import GceT4ServerSettings, gce_name
+from ...components.gce import cost
 from ...components.gce import provider_answers as answers
 from ...core.capacity import RegionsReport
 from ...core.cost import CostEstimate, CostItem
@@ -142,17 +143,11 @@ class Gce(Cloud):
         estimate.disks += [lifecycle.disk_bill(d.name, d.inputs["type"], int(d.inputs["size"]), d.inputs["zone"])
                            for d in plan.find(DISK)]
         if (nat_usd := plan.outputs.get("first_boot_nat_usd")) is not None:
-            price = catalog.CLOUD_NAT_PRICES["nat:gib-processed"]
-            estimate.extras.append(CostItem(
-                "Cloud NAT processing of the first boot's downloads", nat_usd, "first boot",
-                f"the model's checkpoint and the vLLM environment (~{catalog.FIRST_BOOT_VLLM_ENV_BYTES / 1e9:g} GB, "
-                f"catalog.FIRST_BOOT_VLLM_ENV_BYTES; the driver's packages not counted) x "
-                f"${price.usd_per_hour}/GiB: {price.source}"))
-            address = catalog.CLOUD_NAT_PRICES["nat:ip-hour"]
+            estimate.extras.append(CostItem("Cloud NAT processing of the first boot's downloads", nat_usd,
+                                            "first boot", cost.first_boot_nat_basis()))
             estimate.notes.append(
-                f"Cloud NAT: serving includes its gateway and address; while the VM is stopped, the address the "
-                f"gateway allocated may still bill (${address.usd_per_hour}/h, "
-                f"${address.usd_per_hour * catalog.HOURS_PER_MONTH:.2f}/month, not in `stopped`) until Cloud NAT "
+                "Cloud NAT: serving includes its gateway and address; while the VM is stopped, the address the "
+                f"gateway allocated may still bill ({cost.nat_address_while_stopped()}) until Cloud NAT "
                 "releases it; `pulumi destroy` deletes the gateway")
         estimate.stoppable = True
         estimate.stopped_usd_per_month = total_usd_per_month(estimate.disks)
@@ -169,16 +164,13 @@ class Gce(Cloud):
         """The serving hour's parts the catalog prices where it lacks one: machine and GPUs (as `zones` and `start`
         price them), and the items it has no price for."""
         vm = plan.one(INSTANCE).inputs
-        zone, spot = vm["zone"], is_spot(plan)
+        region, spot = catalog.region_of(vm["zone"]), is_spot(plan)
         gpus = [(a["type"], int(a["count"])) for a in vm.get("guestAccelerators") or []]
-        prices = catalog.GCE_PRICES.get(catalog.region_of(zone), {})
-        billed = catalog.spot_item if spot else str
-        items = [billed(f"machine:{vm['machineType']}"), *(billed(f"gpu:{kind}") for kind, _ in gpus),
-                 *(f"disk:{d.type}:gb-month" for d in estimate.disks)]
-        estimate.unpriced = [f"{item} in {catalog.region_of(zone)}" for item in dict.fromkeys(items)
-                             if item not in prices]
-        estimate.running_usd_per_hour_at_least = lifecycle.machine_and_gpus_usd_per_hour(
-            vm["machineType"], gpus, spot, zone)
+        items = cost.running_items(vm["machineType"], [kind for kind, _ in gpus], spot,
+                                   [d.type for d in estimate.disks])
+        estimate.unpriced = [f"{item} in {region}" for item in cost.missing_prices(region, items)]
+        estimate.running_usd_per_hour_at_least = cost.machine_and_gpus_usd_per_hour(
+            vm["machineType"], gpus, spot, region)
         if estimate.running_usd_per_hour_at_least is not None:
             estimate.at_least_covers = "machine and GPUs; the VM's address or Cloud NAT is not counted"
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ... import catalog
 from ...catalog.gce import GCE_BILLED_WHILE_STOPPED
+from ...components.gce import cost
 from ...core.failures import cloud_message
 from ...core.lifecycle import VM_ABSENT, DiskBill, LifecycleResult, Machine, TickCallback, total_usd_per_month
 from ...core.targets import TargetError
@@ -92,14 +93,8 @@ def _last(url: str) -> str:
     return url.rsplit("/", 1)[-1]
 
 
-def _price(zone: str, item: str) -> catalog.Price | None:
-    """The catalog's list price of ``item`` in the zone's region (None where it has none)."""
-    return catalog.GCE_PRICES.get(catalog.region_of(zone), {}).get(item)
-
-
 def disk_bill(name: str, disk_type: str, size_gb: int, zone: str) -> DiskBill:
-    price = _price(zone, f"disk:{disk_type}:gb-month")
-    return DiskBill(name, disk_type, size_gb, None if price is None else round(size_gb * price.usd_per_hour, 2))
+    return DiskBill(name, disk_type, size_gb, cost.disk_usd_per_month(catalog.region_of(zone), disk_type, size_gb))
 
 
 
@@ -121,19 +116,7 @@ def running_usd_per_hour(instance: Any, zone: str) -> float | None:
     # Scheduling.provisioning_model: "SPOT" or "STANDARD" (Compute Engine API, instances resource).
     spot = getattr(getattr(instance, "scheduling", None), "provisioning_model", "") == "SPOT"
     gpus = [(_last(a.accelerator_type), a.accelerator_count) for a in instance.guest_accelerators]
-    return machine_and_gpus_usd_per_hour(_last(instance.machine_type), gpus, spot, zone)
-
-
-def machine_and_gpus_usd_per_hour(machine_type: str, gpus: list[tuple[str, int]], spot: bool,
-                                  zone: str) -> float | None:
-    """MACHINE_TYPE with GPUS ([(accelerator type, count)]) in ZONE at catalog list prices (Spot's where SPOT);
-    None if the catalog lacks one."""
-    billed = catalog.spot_item if spot else str
-    keys = [(billed(f"machine:{machine_type}"), 1), *((billed(f"gpu:{kind}"), count) for kind, count in gpus)]
-    prices = [(_price(zone, key), count) for key, count in keys]
-    if any(price is None for price, _ in prices):
-        return None
-    return round(sum(price.usd_per_hour * count for price, count in prices if price is not None), 4)
+    return cost.machine_and_gpus_usd_per_hour(_last(instance.machine_type), gpus, spot, catalog.region_of(zone))
 
 
 def _operation_error(operation: Any) -> str:

@@ -8,6 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from ... import catalog
+from ...components.sagemaker import cost
 from ...components.sagemaker.quotas import EndpointQuota, endpoint_quota_name
 from ...components.sagemaker.scope import StackScope
 from ...core.capacity import RegionRow, RegionsReport, ordered
@@ -124,6 +125,6 @@ def t4_offers() -> list[Offer]:
 
 
 def region_offer(region: str) -> Offer:
-    price = catalog.SAGEMAKER_REGIONAL_PRICES[region].get(T4_INSTANCE)
+    price = cost.instance_price(region, T4_INSTANCE)
     return Offer("sagemaker", region, T4_INSTANCE, None if price is None else price.usd_per_hour, None,
                  "-" if price is None else price.source)

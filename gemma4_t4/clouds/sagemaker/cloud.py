@@ -4,15 +4,14 @@ sagemaker-runtime. The region and the credentials are the AWS provider's (stack 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ... import catalog
 from ...catalog import CODEBUILD_COMPUTE_TYPE, PULUMI_AWS_CONFIG_KEYS, PULUMI_AWS_LEGACY_CONFIG_KEYS
 from ...components.config import SageMakerT4EndpointSettings, check_sagemaker_region
+from ...components.sagemaker import cost, quotas
 from ...components.sagemaker import provider_answers as answers
-from ...components.sagemaker import quotas
 from ...components.sagemaker.scope import StackScope
 from ...core import ops
 from ...core.capacity import RegionsReport
@@ -85,32 +84,17 @@ def endpoint_variable(service: str) -> str | None:
 
 
 def image_costs(plan: Plan) -> list[CostItem]:
-    """The image's costs beside the endpoint's hours: the CodeBuild minutes of each `up` that builds, the
-    base pulled from another region's registry by that build, and the image's ECR storage while the stack is
-    up (with keepImages, after destroy too: billing_after_destroy_usd_per_month)."""
-    prices = catalog.AWS_PRICES
-    items: list[CostItem] = []
+    """The image's costs beside the endpoint's hours (components/sagemaker/cost.py image_charges), from the plan:
+    whether CodeBuild builds (else imageBuilder local: built on this machine, cost(): the note), the base image's
+    registry region and the endpoint's."""
     projects = plan.find(CODEBUILD_PROJECT)
-    if projects:  # else imageBuilder local: built on this machine (cost(): the note)
-        minutes = math.ceil(catalog.SAGEMAKER_BUILD_SECONDS / 60)
-        minute = prices["codebuild:general1.medium-minute"]
-        items.append(CostItem("image build (CodeBuild)", round(minutes * minute.usd_per_hour, 2), "build",
-                              f"{minutes} min (a measured build's phases) x ${minute.usd_per_hour}/min: "
-                              f"{minute.source}"))
+    base = None
+    if projects:
         variables = {v["name"]: v["value"] for v in projects[0].inputs["environment"]["environmentVariables"]}
         base = catalog.ECR_IMAGE.fullmatch(variables.get("BASE_IMAGE", ""))
-        region = (plan.outputs.get("target") or {}).get("region", "")
-        if base is not None and region and base["region"] != region:
-            transfer = prices["transfer:inter-region-gb"]
-            gb = catalog.SAGEMAKER_BASE_IMAGE_BYTES / 1e9
-            items.append(CostItem(f"base image pulled from {base['region']} into {region}",
-                                  round(gb * transfer.usd_per_hour, 2), "build",
-                                  f"{gb:g} GB x ${transfer.usd_per_hour}/GB: {transfer.source}"))
-    storage = prices["ecr:gb-month"]
-    gb = catalog.SAGEMAKER_IMAGE_BYTES / 1e9
-    items.append(CostItem("image in ECR while the stack is up", round(gb * storage.usd_per_hour, 2), "month",
-                          f"{gb:.2f} GB (the pushed image) x ${storage.usd_per_hour}/GB-month: {storage.source}"))
-    return items
+    region = (plan.outputs.get("target") or {}).get("region", "")
+    return [CostItem(charge.name, charge.usd, charge.per, charge.source) for charge in cost.image_charges(
+        bool(projects), base["region"] if base is not None else None, region)]
 
 
 class SageMaker(Cloud):

@@ -14,7 +14,7 @@ from ...components.sagemaker.scope import StackScope, fleet_id
 from ...errors import PROJECT
 
 # The stack program's component name (gemma4_t4/program.py's NAME) and its endpoint's logical name: NAME-endpoint,
-# then its fleet's id (components/sagemaker/component.py; an endpoint made before 0.4.0 has no fleet in its name).
+# then its fleet's id (components/sagemaker/server.py; an endpoint made before 0.4.0 has no fleet in its name).
 ENDPOINT_LOGICAL = f"{PROJECT}-endpoint"
 ENDPOINT_TYPE = "aws:sagemaker/endpoint:Endpoint"
 COMPONENT_TYPE = f"{PROJECT}:{MODULE}:SageMakerT4Endpoint"  # components/base.py's type_token of the component

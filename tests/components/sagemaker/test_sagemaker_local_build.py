@@ -243,7 +243,7 @@ def test_an_oci_image_is_refused_before_the_upload(moto, account, tmp_path, tool
 
 def test_the_stack_never_sets_the_test_override():
     """Only tests set it: the component hands the step its request and the AWS environment, nothing else."""
-    source = (REPO / "components" / "sagemaker" / "image.py").read_text() + (REPO / "components" / "sagemaker" / "component.py").read_text()
+    source = "".join(path.read_text() for path in (REPO / "components" / "sagemaker").glob("*.py"))
     assert local_build.TEST_OVERRIDE_ENV not in source and "allow-cpu-torch" not in source
     assert "allow-cpu-torch" not in (REPO / "components" / "sagemaker" / "steps" / "local_build.py").read_text()
 
