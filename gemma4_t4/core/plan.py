@@ -492,12 +492,8 @@ def cost_range(plan: Plan) -> list[float] | None:
     return CostEstimate.from_outputs(plan.stack, plan.outputs).running_usd_per_hour_range
 
 
-def is_spot(plan: Plan) -> bool:
-    """Whether the stack's server is a Spot VM (its cost is at the Spot prices): a resource scheduled as one."""
-    return any((r.inputs.get("scheduling") or {}).get("provisioningModel") == "SPOT" for r in plan.resources)
-
-
-def cost_line(plan: Plan) -> str | None:
+def cost_line(plan: Plan, *, spot: bool) -> str | None:
+    """The running cost in one line; SPOT: the server is on Spot capacity (its cloud's Cloud.is_spot)."""
     span = cost_range(plan)
     if span is None:
         if "cost_per_hour_usd" in plan.outputs:  # the stack says it, and the catalog has no price: unknown, not $0
@@ -506,7 +502,7 @@ def cost_line(plan: Plan) -> str | None:
         return None
     low, high = span
     shown = f"${low:.4f}/h" if low == high else f"${low:.4f}/h to ${high:.4f}/h, fewest to most instances"
-    prices = "catalog Spot list prices" if is_spot(plan) else "catalog list prices"
+    prices = "catalog Spot list prices" if spot else "catalog list prices"
     return f"estimated cost while running: {shown} ({prices}; the bill is the truth)"
 
 
@@ -554,12 +550,6 @@ def revision_line(plan: Plan) -> str | None:
     if catalog.HUB_COMMIT.fullmatch(revision):
         return f"model revision: {revision} (a Hub commit)"
     return f"model revision: {revision} (a branch or tag, which can move; set modelRevision to a commit to pin it)"
-
-
-def user_data(plan: Plan) -> str | None:
-    """The user-data (cloud-init) the stack's server boots with: the first resource whose metadata carries it."""
-    return next((r.inputs["metadata"]["user-data"] for r in plan.resources
-                 if isinstance(r.inputs.get("metadata"), dict) and "user-data" in r.inputs["metadata"]), None)
 
 
 # --- what a change does to what is deployed -----------------------------------------------------------------
