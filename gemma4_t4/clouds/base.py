@@ -21,8 +21,9 @@ from ..core.cost import CostEstimate
 from ..core.deploy import Attempt
 from ..core.failures import Failure
 from ..core.lifecycle import Machine, NotStoppable
+from ..core.mock_answers import Invoke, StateStandIn
 from ..core.offers import Offer
-from ..core.plan import Invoke, Plan, StateStandIn
+from ..core.plan import Plan
 from ..core.preflight import Check, Needs
 from ..core.targets import Target, TargetError
 from ..errors import ConfigError, Set, Unset, UsageError

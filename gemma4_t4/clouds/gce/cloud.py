@@ -13,8 +13,9 @@ from ...core.cost import CostEstimate, CostItem
 from ...core.deploy import Attempt
 from ...core.failures import Failure
 from ...core.lifecycle import total_usd_per_month
+from ...core.mock_answers import Invoke, StateStandIn
 from ...core.offers import Offer
-from ...core.plan import Invoke, Plan, StateStandIn
+from ...core.plan import Plan
 from ...core.preflight import Check, Needs
 from ...core.targets import Target
 from ...errors import PROJECT, ConfigError, Set, Unset

@@ -18,8 +18,9 @@ from ...core import ops
 from ...core.capacity import RegionsReport
 from ...core.cost import CostEstimate, CostItem
 from ...core.failures import Failure
+from ...core.mock_answers import Invoke, StateStandIn
 from ...core.offers import Offer
-from ...core.plan import Invoke, Plan, StateStandIn
+from ...core.plan import Plan
 from ...core.preflight import Check, Needs
 from ...core.targets import Target, TargetError
 from ...errors import PROJECT, ConfigError, Set
