@@ -81,8 +81,8 @@ class AwsWorld:
     name (before the program runs), a set, or a map to each one's tags (a set: app=gemma4-t4 alone, as a release
     before 0.4.0 tagged a kept one); denied: the deploying account may not describe them; endpoints: the SageMaker
     endpoints by name with their CreationTime (YYYY-MM-DDTHH:MM:SSZ), what the component's creation-time step
-    reads once its endpoint exists; None: every endpoint it asks about exists, created at core.mock_answers.MOCK_NOW (the
-    mocks' clock: the endpoint this `up` creates), so the plan shows a deadline."""
+    reads once its endpoint exists; None: every endpoint it asks about exists, created at
+    core.mock_answers.MOCK_NOW (the mocks' clock: the endpoint this `up` creates), so the plan shows a deadline."""
 
     repositories: set[str] | Mapping[str, Mapping[str, str]] = field(default_factory=set)
     denied: bool = False
