@@ -27,7 +27,7 @@ from .clouds.gce.standins import GceWorld, explicit_gcp_project, gcp_state
 from .clouds.sagemaker.standins import AwsWorld, default_provider_region, region_answer, region_unset
 from .components.gce.provider_answers import GET_DISK
 from .components.sagemaker.provider_answers import GET_REGION, GET_REPOSITORY, RUN
-from .core.plan import Invoke, ProviderInvokeError, mock_state
+from .core.mock_answers import Invoke, ProviderInvokeError, mock_state
 
 PROVIDERS = "pulumi:providers:"
 

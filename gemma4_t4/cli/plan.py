@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError as err:
         return fail("plan", str(err), EXIT_USAGE)
     if args.user_data:
-        text = offline.user_data(result)
+        text = clouds.plan_cloud(result).user_data(result)
         if text is None:
             raise ConfigError("cloud", f"stack {args.stack} renders no user-data (only a GCE stack has a guest)",
                               "leave out --user-data")
@@ -111,7 +111,7 @@ def show(result: offline.Plan) -> None:
         console.print(memory, markup=False)
     if (revision := offline.revision_line(result)) is not None:
         console.print(revision, markup=False)
-    if (cost := offline.cost_line(result)) is not None:
+    if (cost := offline.cost_line(result, spot=clouds.plan_cloud(result).is_spot(result))) is not None:
         console.print(cost, markup=False)
     for item in clouds.extra_costs(result):
         console.print(f"  plus {item.name}: ${item.usd:,.2f}/{item.per} ({item.source})", markup=False)

@@ -68,7 +68,7 @@ def _all_regions(args: argparse.Namespace, config: dict, result: offline.Plan, p
     with busy("asking every region"):
         report = clouds.regions(args.stack, config, result, place)
     if args.json:
-        print_json({"stack": args.stack, **asdict(report)})
+        print_json({"stack": args.stack, **report.as_json()})
     else:
         _show(report, needs.region)
     return EXIT_OK if report.first is not None else EXIT_FAILED
@@ -90,11 +90,9 @@ def _show(report: capacity.RegionsReport, current: str) -> None:
         console.print("no region would work: request the quota shown above (the stack's region is listed first)",
                       markup=False)
     elif not report.config_lines:
-        where = report.first.zone or report.first.region
-        console.print(f"the stack's own {'zone' if report.first.zone else 'region'} {where} works: nothing to move",
-                      markup=False)
+        console.print(f"the stack's own {report.first.place or f'region {report.first.region}'} works: nothing to "
+                      "move", markup=False)
     else:
-        where = f"{report.first.region} (zone {report.first.zone})" if report.first.zone else report.first.region
-        console.print(f"first that works: {where}; to move the stack there:", markup=False)
+        console.print(f"first that works: {report.first.where}; to move the stack there:", markup=False)
         for line in report.config_lines:
             console.print(f"  {line}", markup=False)

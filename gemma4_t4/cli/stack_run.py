@@ -96,11 +96,11 @@ def brief(result: offline.Plan) -> None:
     kinds = Counter(r.type.rsplit(":", 1)[-1] for r in result.resources if r.custom)
     console.print("  makes: " + ", ".join(f"{n} {kind}" if n > 1 else kind for kind, n in sorted(kinds.items())),
                   markup=False)
-    span = offline.cost_range(result)
+    span, spot = offline.cost_range(result), clouds.plan_cloud(result).is_spot(result)
     if span is not None:
         console.print(f"  costs: ${span[0]:.4f}/h, ${span[0] * 24:.2f}/day while it serves "
-                      f"({'Spot ' if offline.is_spot(result) else ''}list prices; the bill is the truth)", markup=False)
-    elif (line := offline.cost_line(result)) is not None:
+                      f"({'Spot ' if spot else ''}list prices; the bill is the truth)", markup=False)
+    elif (line := offline.cost_line(result, spot=spot)) is not None:
         console.print(f"  {line}", markup=False)
     for line in offline.guard_lines(result):
         console.print(f"  {line}", markup=False)

@@ -21,8 +21,9 @@ from ..core.cost import CostEstimate
 from ..core.deploy import Attempt
 from ..core.failures import Failure
 from ..core.lifecycle import Machine, NotStoppable
+from ..core.mock_answers import Invoke, StateStandIn
 from ..core.offers import Offer
-from ..core.plan import Invoke, Plan, StateStandIn
+from ..core.plan import Plan
 from ..core.preflight import Check, Needs
 from ..core.targets import Target, TargetError
 from ..errors import ConfigError, Set, Unset, UsageError
@@ -135,6 +136,14 @@ class Cloud(ABC):
         cloud's entry of the plan's world: what already exists)."""
         return {}
 
+    def is_spot(self, plan: Plan) -> bool:
+        """Whether the plan's server runs on Spot capacity (its cost is at the Spot list prices)."""
+        return False
+
+    def user_data(self, plan: Plan) -> str | None:
+        """The user-data (cloud-init) the plan's server boots with; None where the cloud ships none."""
+        return None
+
     def mock_states(self) -> dict[str, StateStandIn]:
         """What the cloud's providers answer to a create (their computed outputs), by the provider's package
         (the resource type's part before ':'): core.plan.mock_state's stand-ins."""
@@ -176,15 +185,15 @@ class Cloud(ABC):
     # --- before `pulumi up` ----------------------------------------------------------------------
 
     @abstractmethod
-    def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs:
-        """What the stack's plan would create, as far as quotas and capacity go."""
+    def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs[Any]:
+        """What the stack's plan would create, as far as quotas and capacity go (its `own` part: this cloud's type)."""
 
     @abstractmethod
-    def preflight(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> list[Check]:
+    def preflight(self, stack: str, config: Mapping[str, Any], needs: Needs[Any], place: Place) -> list[Check]:
         """The live cloud's quotas and offerings for NEEDS, each with its fix."""
 
     @abstractmethod
-    def regions(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> RegionsReport:
+    def regions(self, stack: str, config: Mapping[str, Any], needs: Needs[Any], place: Place) -> RegionsReport:
         """The same for every region, and the lines that move the stack to the first that works."""
 
     def offers(self) -> list[Offer]:
@@ -202,7 +211,7 @@ class Cloud(ABC):
         region), for a stack `up` makes."""
         return {}
 
-    def place(self, config: Mapping[str, Any], needs: Needs, choose: bool, endpoint: str | None) -> Placement:
+    def place(self, config: Mapping[str, Any], needs: Needs[Any], choose: bool, endpoint: str | None) -> Placement:
         """Where the stack goes (Feature.ZONE_FAILOVER; CHOOSE: a new stack whose zone nobody named)."""
         return Placement({}, [])
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import catalog
-from . import plan as offline
 from . import proc
+from .stack_files import find_project
 from .targets import TargetError
 
 
@@ -24,7 +24,7 @@ class FitError(TargetError):
 
 def environments(project_dir: Path | None) -> list[Path]:
     try:
-        project = offline.find_project(project_dir)
+        project = find_project(project_dir)
     except FileNotFoundError:
         return []
     return sorted(project.glob(".fit/vllm-*/bin/python"))
@@ -35,7 +35,7 @@ def how_to_get_vllm(project_dir: Path | None = None) -> str:
     (`make fit-env`, which needs the clone's Makefile); elsewhere, the clamp-verified vLLM in this interpreter
     (PyPI's; the checker hides any GPU, so none is needed)."""
     try:
-        project = offline.find_project(project_dir)
+        project = find_project(project_dir)
     except FileNotFoundError:
         project = None
     if project is not None and (project / "Makefile").is_file() and (project / "turing" / "fit-env.sh").is_file():

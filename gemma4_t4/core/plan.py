@@ -1,10 +1,10 @@
 """The offline plan: the real stack program (gemma4_t4.program, which the project's __main__.py
 runs) under Pulumi's mocks, no CLI or cloud needed, from a checkout or an installed wheel.
 
-Config is assembled the way the Pulumi CLI would: Pulumi.yaml's defaults, then
-Pulumi.<stack>.yaml, then each override as `pulumi config set [--path]` would apply it.
-Every resource the program registers is recorded with its parent, its inputs as the engine
-sees them (camelCase, numbers as floats) and the aliases it declares.
+Config is assembled the way the Pulumi CLI would (stack_files.load_stack_config). Every resource the
+program registers is recorded with its parent, its inputs as the engine sees them (camelCase, numbers
+as floats) and the aliases it declares; what the mocks answer is mock_answers', what the plan prints
+beside it plan_lines', and what a change of config does to it changes'.
 
 Lookups the program makes (invokes) are answered by the handlers the caller passes (each cloud's
 stand-in for its provider's functions, given what already exists: gemma4_t4.clouds). The offline
@@ -14,154 +14,42 @@ stand-in for its provider's functions, given what already exists: gemma4_t4.clou
 from __future__ import annotations
 
 import asyncio
-import difflib
 import hashlib
 import importlib.util
 import json
 import runpy
-import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import grpc
-import yaml
+from ..errors import PROJECT, UNDECRYPTED_SECRET
+from .changes import Change, changes
+from .mock_answers import (
+    MOCK_DIGEST,
+    MOCK_NOW,
+    MOCK_ORGANIZATION,
+    Invoke,
+    ProviderInvokeError,
+    StateStandIn,
+    any_state,
+    mock_state,
+    physical_name,
+)
+from .plan_lines import cost_line, cost_range, guard_lines, memory_line, revision_line
+from .stack_files import apply_override, find_project, load_stack_config, read_yaml, secret_keys, stack_file_warnings
 
-from .. import catalog
-from ..errors import PROJECT, UNDECRYPTED_SECRET, ConfigError, UsageError
-from .cost import CostEstimate
+# The offline plan's names, wherever they are defined (`from gemma4_t4.core import plan` reaches them all).
+__all__ = ["MOCK_DIGEST", "MOCK_NOW", "MOCK_ORGANIZATION", "PROGRAM", "SECRET_PLACEHOLDER", "Change", "Invoke", "Plan",
+           "ProviderInvokeError", "RegisteredResource", "StateStandIn", "any_state", "apply_override", "changes",
+           "cost_line", "cost_range", "engine_urn", "find_project", "guard_lines", "load_stack_config", "memory_line",
+           "mock_state", "physical_name", "read_yaml", "revision_line", "run_program", "secret_keys",
+           "stack_file_warnings"]
 
 # The stack program, by module name: run as Pulumi runs a program, never imported by the core.
 PROGRAM = "gemma4_t4.program"
-# A provider function's stand-in: its arguments -> its result (or a ProviderInvokeError).
-Invoke = Callable[[dict[str, Any]], dict[str, Any]]
-
-
-def read_yaml(path: Path) -> dict[str, Any]:
-    """A Pulumi project or stack file as a mapping; one that is not YAML, or not a mapping, is the user's to
-    fix (UsageError naming the file and the line), not a bug."""
-    try:
-        document = yaml.safe_load(path.read_text())
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark is not None else "somewhere"
-        raise UsageError(f"{path}: not valid YAML at {where}: {err.problem or err.context}") from None
-    except yaml.YAMLError as err:
-        raise UsageError(f"{path}: not valid YAML: {err}") from None
-    if document is None:
-        return {}
-    if not isinstance(document, dict):
-        raise UsageError(f"{path}: holds a {type(document).__name__}, not Pulumi's mapping of keys (name:, config:)")
-    return document
-
-
-def find_project(start: Path | None = None) -> Path:
-    """The gemma4-t4 Pulumi project at or above ``start`` (default: the working directory),
-    as the Pulumi CLI finds Pulumi.yaml."""
-    start = (start or Path.cwd()).resolve()
-    for directory in (start, *start.parents):
-        project_file = directory / "Pulumi.yaml"
-        if project_file.is_file() and read_yaml(project_file).get("name") == PROJECT:
-            return directory
-    raise FileNotFoundError(f"no {PROJECT} Pulumi project (Pulumi.yaml) at or above {start}: "
-                            "run this from the project's directory, or pass --project-dir")
-
-
-# --- config ------------------------------------------------------------------------------------
-
-
-def _qualify(key: str) -> str:
-    """gemma4-t4:KEY for a bare key. A ':' after a dot is part of a path (labels.aws:owner: the tag
-    aws:owner), not a namespace."""
-    return key if ":" in key.split(".", 1)[0] else f"{PROJECT}:{key}"
-
-
-def load_stack_config(stack: str, overrides: Sequence[str] = (), repo: Path | None = None) -> dict[str, Any]:
-    """{fully-qualified key: value} for STACK, as `pulumi up` would see it."""
-    repo = repo or find_project()
-    project = read_yaml(repo / "Pulumi.yaml")
-    config: dict[str, Any] = {}
-    for key, spec in (project.get("config") or {}).items():
-        if isinstance(spec, dict) and "default" in spec:
-            config[_qualify(key)] = spec["default"]
-    stack_file = repo / f"Pulumi.{stack}.yaml"
-    if not stack_file.is_file():
-        known = sorted(p.name[len("Pulumi."):-len(".yaml")] for p in repo.glob("Pulumi.*.yaml"))
-        raise FileNotFoundError(f"no stack file {stack_file.name}; stacks here: {', '.join(known)}")
-    document = read_yaml(stack_file)
-    for line in stack_file_warnings(stack_file, document):
-        sys.stderr.write(f"warning: {line}\n")
-    stack_config = document.get("config") or {}
-    if not isinstance(stack_config, dict):
-        raise UsageError(f"{stack_file}: its config: is a {type(stack_config).__name__}, not a mapping of keys to "
-                         "values: write each setting under config: as `gemma4-t4:KEY: VALUE`, one a line (as "
-                         "`pulumi config set gemma4-t4:KEY VALUE` writes it)")
-    for key, value in stack_config.items():
-        config[_qualify(key)] = value
-    for override in overrides:
-        apply_override(config, override)
-    return config
-
-
-# The top-level keys of a stack file, as the Pulumi CLI reads it (pulumi/pulumi sdk/go/common/workspace/project.go,
-# ProjectStack: secretsprovider, encryptedkey, encryptionsalt, config, environment); it ignores any other, silently.
-STACK_FILE_KEYS = ("secretsprovider", "encryptedkey", "encryptionsalt", "config", "environment")
-
-
-def stack_file_warnings(path: Path, document: dict[str, Any]) -> list[str]:
-    """One line for each top-level key of the stack file at PATH that Pulumi does not read (a mistyped `conifg:`
-    would leave every setting under it out, and the defaults planned), with the fix."""
-    lines = []
-    for key in document:
-        if key in STACK_FILE_KEYS:
-            continue
-        close = difflib.get_close_matches(str(key).lower(), STACK_FILE_KEYS, n=1, cutoff=0.6)
-        held = document[key]
-        what = (f"its {len(held)} settings are ignored (this plan has the defaults in their place)"
-                if isinstance(held, dict) and held else "it is ignored")
-        fix = (f"did you mean {close[0]}:? rename it" if close else
-               f"remove it, or move its settings under config: (Pulumi reads only {', '.join(STACK_FILE_KEYS)})")
-        lines.append(f"{path.name}: top-level key {str(key)!r} is not one Pulumi reads, so {what}; {fix}")
-    return lines
-
-
-def apply_override(config: dict[str, Any], override: str) -> None:
-    """KEY=VALUE as `pulumi config set KEY VALUE`; KEY.a.b=VALUE as `pulumi config set --path`."""
-    key, sep, value = override.partition("=")
-    if not sep or not key:
-        raise ConfigError(override, "is not KEY=VALUE", "pass --config gemma4-t4:KEY=VALUE")
-    namespace, _, path = _qualify(key).partition(":")
-    name, *nested = path.split(".")
-    full = f"{namespace}:{name}"
-    if not nested:
-        config[full] = value
-        return
-    node = config.get(full)
-    if isinstance(node, str):
-        try:
-            node = json.loads(node) if node.strip() else {}
-        except json.JSONDecodeError:
-            node = None
-    if node is not None and not isinstance(node, dict):
-        raise ConfigError(f"{namespace}:{name}", f"is not an object, so {key} cannot set a part of it",
-                          f"set the whole value: pulumi config set {namespace}:{name} VALUE")
-    node = dict(node or {})
-    config[full] = node
-    for part in nested[:-1]:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise ConfigError(key, f"{part} is not an object", "set the whole value without --path")
-    node[nested[-1]] = value
-
-
 SECRET_PLACEHOLDER = UNDECRYPTED_SECRET
-
-
-def secret_keys(config: dict[str, Any]) -> list[str]:
-    """Keys whose stack-file value is `secure:` ciphertext: secrets the plan cannot decrypt."""
-    return [key for key, value in config.items() if isinstance(value, dict) and set(value) == {"secure"}]
 
 
 def _as_config_string(value: Any) -> str:
@@ -172,9 +60,6 @@ def _as_config_string(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return json.dumps(value)
     return str(value)
-
-
-# --- the run -----------------------------------------------------------------------------------
 
 
 @dataclass
@@ -225,59 +110,6 @@ class Plan:
             "running_usd_per_hour": self.outputs.get("cost_per_hour_usd"),
             "running_usd_per_hour_range": cost_range(self),
         }
-
-
-# What a local command prints, as the mocks answer it: a clock (`date ...`) the time, the image
-# build step a digest. MOCK_NOW is the mocks' now: also when a resource the plan creates was created,
-# as a cloud's stand-ins answer a step that reads it.
-MOCK_NOW = "2030-01-01T00:00:00Z"
-# The organization the plan's stacks are in: what a DIY backend names every stack's (see plan_stack).
-MOCK_ORGANIZATION = "organization"
-MOCK_DIGEST = "sha256:" + "0" * 64
-
-
-class ProviderInvokeError(grpc.RpcError):
-    """A provider's failed invoke as the engine returns it to the program: a gRPC error whose
-    details carry the provider's message."""
-
-    def __init__(self, details: str):
-        super().__init__(details)
-        self._details = details
-
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.UNKNOWN
-
-    def details(self) -> str:
-        return self._details
-
-
-# A provider's answer to a create, (type, logical name, inputs, auto-naming suffix) -> (id, state): each
-# cloud's stand-in for its provider (gemma4_t4/clouds/NAME/standins.py), by the type's package (the part
-# before the first ':').
-StateStandIn = Callable[[str, str, dict[str, Any], str], tuple[str, dict[str, Any]]]
-
-
-def physical_name(logical: str, inputs: dict[str, Any], suffix: str, key: str = "name") -> str:
-    """The given physical name, or the logical name plus a random suffix (Pulumi's auto-naming)."""
-    return str(inputs.get(key) or f"{logical}-{suffix}")
-
-
-def any_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str) -> tuple[str, dict[str, Any]]:
-    """A resource of a provider no cloud stands in for: its name, and a local command's output."""
-    physical = physical_name(logical, inputs, suffix)
-    computed: dict[str, Any] = {}
-    if typ == "command:local:Command":
-        computed["stdout"] = MOCK_NOW if str(inputs.get("create", "")).startswith("date ") else MOCK_DIGEST
-    return f"{physical}-id", {**computed, **inputs, "name": physical}
-
-
-def mock_state(typ: str, logical: str, inputs: dict[str, Any], suffix: str,
-               standins: Mapping[str, StateStandIn] | None = None) -> tuple[str, dict[str, Any]]:
-    """(id, state) as a provider answers a create: the physical name is the given one, or the
-    logical name plus a random suffix (Pulumi's auto-naming); computed outputs the program reads
-    are filled in by the cloud's stand-in (STANDINS, by the type's package), so no Output is left unknown."""
-    standin = (standins or {}).get(typ.split(":", 1)[0], any_state)
-    return standin(typ, logical, inputs, suffix)
 
 
 def engine_urn(parent: str, type_: str, name: str) -> str:
@@ -481,136 +313,3 @@ def _alias(alias) -> dict[str, Any]:
 
 def _input_keys(request) -> set[str]:
     return set(request.object.fields.keys()) if request.object else set()
-
-
-# --- presentation ------------------------------------------------------------------------------
-
-
-def cost_range(plan: Plan) -> list[float] | None:
-    """[fewest, most] $/h: an autoscaled endpoint's range (cost_per_hour_usd_max), else one price twice
-    (the same figures `gemma4-t4 cost` shows: CostEstimate.from_outputs)."""
-    return CostEstimate.from_outputs(plan.stack, plan.outputs).running_usd_per_hour_range
-
-
-def is_spot(plan: Plan) -> bool:
-    """Whether the stack's server is a Spot VM (its cost is at the Spot prices): a resource scheduled as one."""
-    return any((r.inputs.get("scheduling") or {}).get("provisioningModel") == "SPOT" for r in plan.resources)
-
-
-def cost_line(plan: Plan) -> str | None:
-    span = cost_range(plan)
-    if span is None:
-        if "cost_per_hour_usd" in plan.outputs:  # the stack says it, and the catalog has no price: unknown, not $0
-            return ("estimated cost while running: unknown (the catalog lacks a list price here; "
-                    f"`gemma4-t4 cost {plan.stack}`, with the same --config, shows which)")
-        return None
-    low, high = span
-    shown = f"${low:.4f}/h" if low == high else f"${low:.4f}/h to ${high:.4f}/h, fewest to most instances"
-    prices = "catalog Spot list prices" if is_spot(plan) else "catalog list prices"
-    return f"estimated cost while running: {shown} ({prices}; the bill is the truth)"
-
-
-def guard_lines(plan: Plan) -> list[str]:
-    """The stack's cost guards (its `cost_guards` output): each with its value, or off with what that can cost
-    per day; none for a stack without the output."""
-    guards = plan.outputs.get("cost_guards") or []
-    if not guards:
-        return []
-    lines = ["cost guards (what stops a forgotten stack's bill):"]
-    for guard in guards:
-        if guard["on"]:
-            lines.append(f"  {guard['key']} {guard['value']}: {guard['effect']}")
-            continue
-        per_day = guard.get("off_usd_per_day")
-        cost = f"${per_day:,.2f}/day" if per_day is not None else "an unknown amount per day (no catalog price)"
-        lines.append(f"  {guard['key']} OFF: {guard['effect']}; can bill {cost}")
-    return lines
-
-
-def memory_line(plan: Plan) -> str | None:
-    """The stack's memory plan in vLLM's own terms (the `memory_plan` output), or None."""
-    m = plan.outputs.get("memory_plan")
-    if not m:
-        return None
-    size = m.get("tensor_parallel_size", 1)
-    where = m["gpu"] if size == 1 else f"each of {size} {m['gpu']}s"
-    return (f"memory plan ({where}): {m['gpu_memory_utilization']} x {m['gpu_total_gib']} GiB = {m['budget_gib']} "
-            f"GiB for vLLM - weights {m['weights_gib']} GiB - overheads {m['overhead_gib']} GiB = KV cache "
-            f"{m['kv_cache_gib']} GiB: {m['kv_cache_tokens']:,} tokens, {m['max_concurrency']}x "
-            f"{m['max_model_len']:,}-token requests at once")
-
-
-def revision_line(plan: Plan) -> str | None:
-    """Which revision of the model vLLM downloads (the `model_revision` output); None when nothing is downloaded
-    (a checkpoint directory on the server) or the stack has no such output."""
-    revision = plan.outputs.get("model_revision")
-    if revision is None:
-        return None
-    if not revision and plan.outputs.get("served_model_name") == catalog.DEFAULT_MODEL:
-        return (f"model revision: the Hub's main of the default model {catalog.DEFAULT_MODEL} (no source the catalog "
-                "cites gives a commit for it; set modelRevision to a commit to pin it)")
-    if not revision:
-        return "model revision: not pinned: the Hub's main may change under the stack; set modelRevision to a commit"
-    if catalog.HUB_COMMIT.fullmatch(revision):
-        return f"model revision: {revision} (a Hub commit)"
-    return f"model revision: {revision} (a branch or tag, which can move; set modelRevision to a commit to pin it)"
-
-
-def user_data(plan: Plan) -> str | None:
-    """The user-data (cloud-init) the stack's server boots with: the first resource whose metadata carries it."""
-    return next((r.inputs["metadata"]["user-data"] for r in plan.resources
-                 if isinstance(r.inputs.get("metadata"), dict) and "user-data" in r.inputs["metadata"]), None)
-
-
-# --- what a change does to what is deployed -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Change:
-    """What `pulumi up` does to one resource when the stack goes from one plan to another."""
-
-    label: str  # TYPE::NAME
-    action: str  # "create", "delete", "update in place", "replace", or "change" (a type the cloud says nothing of)
-    keys: tuple[str, ...]  # the inputs that differ; for a replacement, those that force it
-    note: str = ""  # what a replacement costs, as the cloud says it
-
-    def line(self) -> str:
-        keys = f" ({', '.join(self.keys)})" if self.keys else ""
-        return f"{self.label}: {self.action}{keys}" + (f": {self.note}" if self.note else "")
-
-
-def changes(before: Plan, after: Plan, replaced_by: Mapping[str, tuple[tuple[str, ...], str]]) -> list[Change]:
-    """Each resource AFTER creates, deletes, updates or replaces against BEFORE, by URN. REPLACED_BY: the inputs a
-    type's provider replaces it for, with what that costs ({type: (keys, note)}); a resource's own
-    replaceOnChanges counts too."""
-    olds = {r.urn: r for r in before.resources}
-    news = {r.urn: r for r in after.resources}
-    found: list[Change] = [Change(r.label, "delete", ()) for urn, r in olds.items() if urn not in news]
-    for urn, new in news.items():
-        old = olds.get(urn)
-        if old is None:
-            found.append(Change(new.label, "create", ()))
-            continue
-        differ = sorted(k for k in old.inputs.keys() | new.inputs.keys() if _canonical(old.inputs.get(k))
-                        != _canonical(new.inputs.get(k)))
-        if not differ:
-            continue
-        keys, note = replaced_by.get(new.type, ((), ""))
-        keys = (*keys, *(new.options.get("replaceOnChanges") or ()))
-        forcing = tuple(k for k in keys if k.split(".", 1)[0] in differ and _at(old.inputs, k) != _at(new.inputs, k))
-        in_place = "update in place" if new.type in replaced_by else "change"
-        found.append(Change(new.label, "replace", forcing, note) if forcing else Change(new.label, in_place,
-                                                                                       tuple(differ)))
-    return found
-
-
-def _canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, default=str)
-
-
-def _at(inputs: Mapping[str, Any], dotted: str) -> str:
-    """The canonical value at DOTTED (a key, or KEY.KEY... into mappings) of INPUTS; absent is null."""
-    value: Any = inputs
-    for key in dotted.split("."):
-        value = value.get(key) if isinstance(value, Mapping) else None
-    return _canonical(value)

@@ -9,11 +9,14 @@ tested on recorded ones; the fetch functions only call the clouds' own client li
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from ..checks import Check
 from .targets import TargetError
 
 __all__ = ["Check", "Needs", "PreflightError"]
+
+Own = TypeVar("Own")
 
 
 class PreflightError(TargetError):
@@ -21,14 +24,11 @@ class PreflightError(TargetError):
 
 
 @dataclass(frozen=True)
-class Needs:
-    """What the stack's program would create, as far as quotas and capacity go."""
+class Needs(Generic[Own]):
+    """What the stack's program would create, as far as quotas and capacity go: where, and the cloud's own request
+    (OWN: a value its folder defines, e.g. the accelerator and how many, or the instance type and how many), which
+    only that cloud reads (as SkyPilot's provider_config)."""
 
     cloud: str
     region: str
-    zone: str = ""  # GCE
-    accelerator: str = ""  # GCE
-    gpus: int = 1  # GCE: T4s on the VM
-    instance_type: str = ""  # SageMaker
-    instances: int = 1  # SageMaker: what the endpoint starts with
-    most: int = 1  # SageMaker: the most autoscaling may run (= instances without it)
+    own: Own

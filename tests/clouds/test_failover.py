@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from gemma4_t4.clouds.gce import failover
+from gemma4_t4.clouds.gce.capacity import GceRegion
 from gemma4_t4.clouds.gce.up import gcloud_project
 from gemma4_t4.core.capacity import RegionRow
 
@@ -46,10 +47,10 @@ def test_anything_else_is_not_a_move():
                             "support live migration., badRequest", "us-central1-a") is None
 
 
-ROWS = [RegionRow("us-central1", True, "", 4, 0, ("us-central1-a", "us-central1-b", "us-central1-c")),
-        RegionRow("europe-west4", True, "", 1, 0, ("europe-west4-b",)),
-        RegionRow("us-east1", True, "", 2, 0, ("us-east1-c", "us-east1-d")),
-        RegionRow("us-west2", False, "", 0, 0, ("us-west2-b",))]
+ROWS = [RegionRow("us-central1", True, "", 4, 0, GceRegion(("us-central1-a", "us-central1-b", "us-central1-c"))),
+        RegionRow("europe-west4", True, "", 1, 0, GceRegion(("europe-west4-b",))),
+        RegionRow("us-east1", True, "", 2, 0, GceRegion(("us-east1-c", "us-east1-d"))),
+        RegionRow("us-west2", False, "", 0, 0, GceRegion(("us-west2-b",)))]
 
 
 def test_the_next_zone_is_the_same_regions_then_the_cheapest_other_regions():

@@ -8,7 +8,9 @@ from conftest import REPO
 from gemma4_t4 import clouds
 from gemma4_t4.clouds.gce import capacity as gce_capacity
 from gemma4_t4.clouds.gce import preflight as gce_preflight
+from gemma4_t4.clouds.gce.preflight import GceNeeds
 from gemma4_t4.clouds.sagemaker import capacity
+from gemma4_t4.clouds.sagemaker.preflight import SageMakerNeeds
 from gemma4_t4.components.sagemaker import quotas
 from gemma4_t4.core.preflight import Needs
 
@@ -119,13 +121,21 @@ G4DN_4 = quotas.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 4.0
 def test_needs_are_what_the_program_would_create(run_stack):
     config = {"aws:region": "us-east-2"}
     gce = clouds.needs(run_stack("gce-t4", "tensorParallelSize=4", "zone=us-central1-b"), config)
-    assert (gce.cloud, gce.region, gce.zone, gce.accelerator, gce.gpus) == (
-        "gce", "us-central1", "us-central1-b", "nvidia-tesla-t4", 4)
+    assert gce == Needs("gce", "us-central1", GceNeeds("us-central1-b", "nvidia-tesla-t4", 4))
     sagemaker = clouds.needs(run_stack("sagemaker-t4", "tensorParallelSize=2", "maxInstanceCount=3"), config)
-    assert (sagemaker.instance_type, sagemaker.instances, sagemaker.most) == ("ml.g4dn.12xlarge", 1, 3)
+    assert sagemaker == Needs("sagemaker", "us-east-2", SageMakerNeeds("ml.g4dn.12xlarge", 1, 3))
     fixed = clouds.needs(run_stack("sagemaker-t4", "instanceCount=2"), config)
-    assert (fixed.instance_type, fixed.instances, fixed.most) == ("ml.g4dn.xlarge", 2, 2)
+    assert fixed.own == SageMakerNeeds("ml.g4dn.xlarge", 2, 2)
 
+
+
+def test_what_a_plan_says_of_spot_and_user_data_is_its_clouds_reading(run_stack):
+    """The core reads no provider's inputs: whether the server is Spot and the user-data it boots with are the cloud's
+    (GCE: the VM's scheduling and its metadata's user-data; SageMaker has neither)."""
+    gce, spot, sagemaker = run_stack("gce-t4"), run_stack("gce-t4", "spot=true"), run_stack("sagemaker-t4")
+    assert [clouds.plan_cloud(plan).is_spot(plan) for plan in (gce, spot, sagemaker)] == [False, True, False]
+    assert clouds.plan_cloud(gce).user_data(gce).startswith("#cloud-config")
+    assert clouds.plan_cloud(sagemaker).user_data(sagemaker) is None
 
 # --- every region (GCE): recorded API responses through the real client -------------------------------------
 
@@ -144,7 +154,7 @@ def recorded_gce():
 
 def _gce_report(recorded_gce, zone="us-west2-b", gpus=1):
     regions, project_doc, offers = recorded_gce[0]
-    needs = Needs("gce", zone.rsplit("-", 1)[0], zone, "nvidia-tesla-t4", gpus)
+    needs = Needs("gce", zone.rsplit("-", 1)[0], GceNeeds(zone, "nvidia-tesla-t4", gpus))
     return gce_capacity.gce_regions(needs, regions, project_doc, offers)
 
 
@@ -163,16 +173,16 @@ def test_a_new_project_in_us_west2_is_sent_to_the_first_region_with_quota(record
     assert [row.region for row in report.rows] == ["us-west2", "europe-west4", "us-central1", "us-east1"]
     assert not rows["us-west2"].ok and "quota 0, in use 0, free 0 (new projects start at 0)" in rows["us-west2"].detail
     assert not rows["europe-west4"].ok and "quota 1, in use 1, free 0" in rows["europe-west4"].detail
-    assert report.first is rows["us-central1"] and report.first.zone == "us-central1-a"
+    assert report.first is rows["us-central1"] and report.first.where == "us-central1 (zone us-central1-a)"
     assert report.config_lines == ["pulumi config set gemma4-t4:zone us-central1-a"]
     assert "us-east1-b not in the catalog's zone list" in rows["us-east1"].detail
-    assert rows["us-east1"].zones == ("us-east1-c", "us-east1-d")
+    assert gce_capacity.zones(rows["us-east1"]) == ("us-east1-c", "us-east1-d")
     assert "1 region sells no nvidia-tesla-t4 (europe-west9): not listed" in report.notes
 
 
 def test_the_stacks_own_zone_that_works_needs_no_move(recorded_gce):
     report = _gce_report(recorded_gce, zone="us-central1-b", gpus=2)
-    assert report.first.region == "us-central1" and report.first.zone == "us-central1-b"
+    assert report.first.region == "us-central1" and report.first.where == "us-central1 (zone us-central1-b)"
     assert report.config_lines == [] and report.rows[0].region == "us-central1"
 
 
@@ -189,7 +199,7 @@ def test_a_vm_of_four_t4s_fits_nowhere_when_the_project_allows_three(recorded_gc
 
 
 def test_sagemaker_regions_start_with_the_stacks_own_and_name_the_first_that_fits():
-    needs = Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=2)
+    needs = Needs("sagemaker", "us-east-2", SageMakerNeeds("ml.g4dn.xlarge", instances=1, most=2))
     quota = quotas.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 2.0, applied=True)
     default = quotas.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 0.0, applied=False)
     report = capacity.sagemaker_regions(needs, [
@@ -210,7 +220,7 @@ def test_sagemaker_regions_start_with_the_stacks_own_and_name_the_first_that_fit
 
 
 def test_the_stacks_own_endpoint_makes_room_in_its_region():
-    needs = Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=1)
+    needs = Needs("sagemaker", "us-east-2", SageMakerNeeds("ml.g4dn.xlarge", instances=1, most=1))
     quota = quotas.EndpointQuota("ml.g4dn.xlarge for endpoint usage", "L-CODE", 1.0, applied=True)
     report = capacity.sagemaker_regions(needs, [capacity.RegionQuota("us-east-2", quota, 1, 1)])
     assert report.first.region == "us-east-2" and report.config_lines == []

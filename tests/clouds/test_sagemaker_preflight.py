@@ -15,6 +15,7 @@ from conftest import REPO, run
 
 from gemma4_t4 import clouds
 from gemma4_t4.clouds.sagemaker import capacity
+from gemma4_t4.clouds.sagemaker.preflight import SageMakerNeeds
 from gemma4_t4.components.sagemaker.scope import StackScope
 from gemma4_t4.core.preflight import Check, Needs, PreflightError
 from gemma4_t4.errors import ConfigError
@@ -109,7 +110,7 @@ def test_all_regions_name_the_endpoints_they_could_not_count(aws, monkeypatch):
     add_sagemaker_quotas(monkeypatch, {G4DN: 0.0}, applied={G4DN: 2.0})
     endpoint(aws, "orphaned", 1)
     aws.client("sagemaker", region_name="us-east-2").delete_endpoint_config(EndpointConfigName="orphaned")
-    needs = Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=1)
+    needs = Needs("sagemaker", "us-east-2", SageMakerNeeds("ml.g4dn.xlarge", instances=1, most=1))
     fetched = capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", SCOPE, ["us-east-2"])
     assert fetched[0].untyped == ("orphaned",) and fetched[0].in_use == 0
     row = capacity.sagemaker_regions(needs, fetched).rows[0]
@@ -177,7 +178,7 @@ def test_all_regions_are_asked_one_by_one_and_the_first_with_room_is_named(aws, 
     endpoint(aws, "a", 1)
     endpoint(aws, "b", 1)  # us-east-2, the stack's region: full
     endpoint(aws, "c", 1, region="us-west-1")  # room for one, the stack may need two
-    needs = Needs("sagemaker", "us-east-2", instance_type="ml.g4dn.xlarge", instances=1, most=2)
+    needs = Needs("sagemaker", "us-east-2", SageMakerNeeds("ml.g4dn.xlarge", instances=1, most=2))
     fetched = capacity.fetch_sagemaker_regions("ml.g4dn.xlarge", SCOPE, ["us-west-2", "us-west-1",
                                                                                   "us-east-2"])
     assert [(f.region, f.in_use) for f in fetched] == [("us-west-2", 0), ("us-west-1", 1), ("us-east-2", 2)]

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from gemma4_t4 import catalog
+from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.sagemaker.standins import AwsWorld
 from gemma4_t4.components.config.schema import parse_ttl
 from gemma4_t4.components.sagemaker import ttl
@@ -121,7 +121,9 @@ def test_a_spot_vm_costs_its_machine_and_t4_at_the_spot_prices(run_stack):
     saved = sum(prices[item].usd_per_hour - prices[catalog.spot_item(item)].usd_per_hour
                 for item in ("machine:n1-standard-2", "gpu:nvidia-tesla-t4"))
     assert spot.outputs["cost_per_hour_usd"] == pytest.approx(standard.outputs["cost_per_hour_usd"] - saved, abs=1e-4)
-    assert "Spot list prices" in plan_mod.cost_line(spot) and "Spot" not in plan_mod.cost_line(standard)
+    assert clouds.plan_cloud(spot).is_spot(spot) and not clouds.plan_cloud(standard).is_spot(standard)
+    assert "Spot list prices" in plan_mod.cost_line(spot, spot=True)
+    assert "Spot" not in plan_mod.cost_line(standard, spot=False)
 
 
 def test_spot_with_two_t4s_counts_both_at_the_spot_price(run_stack):

@@ -53,13 +53,13 @@ class Loopback(Cloud):
     def target(self, stack: str, outputs: Mapping[str, Any], endpoint_url: str | None = None) -> Target:
         return LoopbackTarget(outputs["target"]["url"], label=f"loopback:{stack}")
 
-    def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs:
-        return Needs(self.name, PLACE)
+    def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs[None]:
+        return Needs(self.name, PLACE, None)  # nothing of its own to ask for
 
-    def preflight(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> list[Check]:
+    def preflight(self, stack: str, config: Mapping[str, Any], needs: Needs[None], place: Place) -> list[Check]:
         return [loopback_check()]
 
-    def regions(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> RegionsReport:
+    def regions(self, stack: str, config: Mapping[str, Any], needs: Needs[None], place: Place) -> RegionsReport:
         check = loopback_check()
         row = RegionRow(PLACE, check.ok, check.detail)
         return RegionsReport(self.name, "a loopback interface", [row], row if check.ok else None)

@@ -76,3 +76,38 @@ def test_the_check_sees_a_cloud_in_code_and_not_in_prose():
     assert cloud_names("AWS_LOGIN = 1\n") == ["line 1: AWS_LOGIN"]
     assert cloud_names('"""A GCE VM or a SageMaker endpoint."""\n# gcp:project\nx = "aws:region"\n') == []
     assert cloud_names("gauge = awsome = 1\n") == []
+
+
+# A field named with one cloud's own word: GCE's zones and accelerator types, a GCE machine type, an AWS instance
+# type. The core's types carry a cloud's own request or answer as one value that cloud's folder defines (Needs.own,
+# RegionRow.within), as SkyPilot's provider_config.
+ONE_CLOUDS_WORDS = re.compile(r"(^|_)(zones?|accelerators?|machine_type|instance_type)(_|$)")
+
+
+def _is_dataclass(node: ast.ClassDef) -> bool:
+    def name(decorator: ast.expr) -> str:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        return target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+
+    return any(name(decorator) == "dataclass" for decorator in node.decorator_list)
+
+
+def cloud_fields(source: str) -> list[str]:
+    """Each field of a dataclass in SOURCE named with one cloud's word."""
+    return [f"line {field.lineno}: {node.name}.{field.target.id}" for node in ast.walk(ast.parse(source))
+            if isinstance(node, ast.ClassDef) and _is_dataclass(node) for field in node.body
+            if isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)
+            and ONE_CLOUDS_WORDS.search(field.target.id)]
+
+
+@pytest.mark.parametrize("module", sorted(CORE.glob("*.py")), ids=lambda path: path.name)
+def test_the_cores_types_have_no_field_of_one_cloud(module):
+    assert cloud_fields(module.read_text()) == []
+
+
+def test_the_field_check_sees_a_clouds_field_in_a_dataclass_only():
+    assert cloud_fields("@dataclass(frozen=True)\nclass Needs:\n    zone: str = ''\n    gpus: int = 1\n") == [
+        "line 3: Needs.zone"]
+    assert cloud_fields("@dataclasses.dataclass\nclass Row:\n    zones: tuple = ()\n    instance_type: str\n") == [
+        "line 3: Row.zones", "line 4: Row.instance_type"]
+    assert cloud_fields("class Vm:\n    zone: str\n@dataclass\nclass Offer:\n    instance: str\n") == []

@@ -6,6 +6,7 @@ may take); three calls cover every region.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ... import catalog
@@ -15,6 +16,27 @@ from ...core.failures import cloud_message
 from ...core.offers import Offer
 from ...core.preflight import Needs, PreflightError
 from ...errors import PROJECT
+from .preflight import GceNeeds
+
+
+@dataclass(frozen=True)
+class GceRegion:
+    """GCE's part of a region's row: the zones that sell the accelerator and the plan accepts, and the one the stack
+    would move to ("" none)."""
+
+    zones: tuple[str, ...] = ()
+    zone: str = ""
+
+    def place(self) -> str:
+        return f"zone {self.zone}" if self.zone else ""
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def zones(row: RegionRow) -> tuple[str, ...]:
+    """The usable zones of a GCE report's ROW."""
+    return row.within.zones if isinstance(row.within, GceRegion) else ()
 
 
 def _quota(quotas: Iterable[dict[str, Any]], metric: str) -> tuple[float, float] | None:
@@ -33,10 +55,10 @@ def zone_offers(aggregated: dict[str, Any], accelerator: str) -> dict[str, int]:
     return offers
 
 
-def gce_regions(needs: Needs, regions: list[dict[str, Any]], project_doc: dict[str, Any],
+def gce_regions(needs: Needs[GceNeeds], regions: list[dict[str, Any]], project_doc: dict[str, Any],
                 offers: dict[str, int], known_zones: frozenset[str] = catalog.GCE_T4_ZONES) -> RegionsReport:
     """regions: regions.list's items; project_doc: projects.get; offers: zone_offers()."""
-    gpus, accelerator = needs.gpus, needs.accelerator
+    gpus, accelerator, zone = needs.own.gpus, needs.own.accelerator, needs.own.zone
     needed = f"{gpus} x {accelerator} on one VM"
     notes = []
     world = _quota(project_doc.get("quotas", []), "GPUS_ALL_REGIONS")
@@ -75,14 +97,15 @@ def gce_regions(needs: Needs, regions: list[dict[str, Any]], project_doc: dict[s
                             + (" (new projects start at 0)" if quota[0] == 0 else ""))
             ok = ok and free >= gpus
         ok = ok and world_free is not None and world_free >= gpus
-        rows.append(RegionRow(name, ok, "; ".join(parts), limit, in_use, tuple(usable),
-                              zone=(needs.zone if needs.zone in usable else usable[0]) if usable else ""))
+        moved_to = (zone if zone in usable else usable[0]) if usable else ""
+        rows.append(RegionRow(name, ok, "; ".join(parts), limit, in_use, GceRegion(tuple(usable), moved_to)))
     if without:
         notes.append(f"{len(without)} region{'s' * (len(without) > 1)} sell{'s' * (len(without) == 1)} no "
                      f"{accelerator} ({', '.join(without)}): not listed")
     rows = ordered(rows, needs.region)
     first = next((row for row in rows if row.ok), None)
-    lines = [f"pulumi config set {PROJECT}:zone {first.zone}"] if first and first.zone != needs.zone else []
+    to = first.within.zone if first is not None and isinstance(first.within, GceRegion) else zone
+    lines = [f"pulumi config set {PROJECT}:zone {to}"] if to != zone else []
     return RegionsReport("gce", needed, rows, first, lines, notes)
 
 

@@ -14,13 +14,15 @@ from ...core.cost import CostEstimate, CostItem
 from ...core.deploy import Attempt
 from ...core.failures import Failure
 from ...core.lifecycle import total_usd_per_month
+from ...core.mock_answers import Invoke, StateStandIn
 from ...core.offers import Offer
-from ...core.plan import Invoke, Plan, StateStandIn, is_spot
+from ...core.plan import Plan
 from ...core.preflight import Check, Needs
 from ...core.targets import Target
 from ...errors import PROJECT, ConfigError, Set, Unset
 from ..base import Cloud, Feature, Move, Place, Placement, refuse_unknown_provider_keys
 from . import capacity, failures, lifecycle, preflight, up
+from .preflight import GceNeeds
 from .target import GceTarget
 
 if TYPE_CHECKING:
@@ -115,21 +117,31 @@ class Gce(Cloud):
     def explain(self, err: BaseException) -> Failure | None:
         return failures.explain(err)
 
-    def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs:
+    def is_spot(self, plan: Plan) -> bool:
+        """A VM scheduled as one (scheduling.provisioningModel SPOT)."""
+        return any((vm.inputs.get("scheduling") or {}).get("provisioningModel") == "SPOT" for vm in plan.find(INSTANCE))
+
+    def user_data(self, plan: Plan) -> str | None:
+        """The cloud-config in the VM's metadata (its user-data key)."""
+        return next((vm.inputs["metadata"]["user-data"] for vm in plan.find(INSTANCE)
+                     if isinstance(vm.inputs.get("metadata"), dict) and "user-data" in vm.inputs["metadata"]), None)
+
+    def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs[GceNeeds]:
         vm = plan.one(INSTANCE).inputs
         accelerator = vm["guestAccelerators"][0]
-        return Needs(self.name, vm["zone"].rsplit("-", 1)[0], zone=vm["zone"], accelerator=accelerator["type"],
-                     gpus=int(accelerator["count"]))
+        return Needs(self.name, vm["zone"].rsplit("-", 1)[0],
+                     GceNeeds(vm["zone"], accelerator["type"], int(accelerator["count"])))
 
-    def preflight(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> list[Check]:
+    def preflight(self, stack: str, config: Mapping[str, Any], needs: Needs[GceNeeds], place: Place) -> list[Check]:
+        own = needs.own
         region_doc, project_doc, offering = preflight.fetch_gce(
-            preflight.gcp_project(config, place.project), needs.region, needs.accelerator)
-        return preflight.gce_checks(needs.region, needs.zone, needs.accelerator, needs.gpus, region_doc,
-                                    project_doc, offering)
+            preflight.gcp_project(config, place.project), needs.region, own.accelerator)
+        return preflight.gce_checks(needs.region, own.zone, own.accelerator, own.gpus, region_doc, project_doc,
+                                    offering)
 
-    def regions(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> RegionsReport:
+    def regions(self, stack: str, config: Mapping[str, Any], needs: Needs[GceNeeds], place: Place) -> RegionsReport:
         regions, project_doc, offers = capacity.fetch_gce_regions(preflight.gcp_project(config, place.project),
-                                                                   needs.accelerator)
+                                                                   needs.own.accelerator)
         return capacity.gce_regions(needs, regions, project_doc, offers)
 
     def offers(self) -> list[Offer]:
@@ -153,18 +165,17 @@ class Gce(Cloud):
         estimate.stopped_usd_per_month = total_usd_per_month(estimate.disks)
         if estimate.running_usd_per_hour is None:
             self._cost_floor(plan, estimate)
-        if is_spot(plan):
+        if self.is_spot(plan):
             estimate.notes.append("a Spot VM: machine and GPU at the Spot list prices (GCE may preempt it at any "
                                   "time; the disks and the address bill at the usual prices)")
         estimate.notes.append("`gemma4-t4 stop --stack STACK` ends the machine and GPU bills and keeps both disks; "
                               "`pulumi destroy` deletes the VM and its boot disk (after_destroy: what still bills)")
 
-    @staticmethod
-    def _cost_floor(plan: Plan, estimate: CostEstimate) -> None:
+    def _cost_floor(self, plan: Plan, estimate: CostEstimate) -> None:
         """The serving hour's parts the catalog prices where it lacks one: machine and GPUs (as `zones` and `start`
         price them), and the items it has no price for."""
         vm = plan.one(INSTANCE).inputs
-        region, spot = catalog.region_of(vm["zone"]), is_spot(plan)
+        region, spot = catalog.region_of(vm["zone"]), self.is_spot(plan)
         gpus = [(a["type"], int(a["count"])) for a in vm.get("guestAccelerators") or []]
         items = cost.running_items(vm["machineType"], [kind for kind, _ in gpus], spot,
                                    [d.type for d in estimate.disks])
@@ -177,7 +188,7 @@ class Gce(Cloud):
     def user_config(self, config: Mapping[str, Any]) -> dict[str, str]:
         return up.user_config(config)
 
-    def place(self, config: Mapping[str, Any], needs: Needs, choose: bool, endpoint: str | None) -> Placement:
+    def place(self, config: Mapping[str, Any], needs: Needs[GceNeeds], choose: bool, endpoint: str | None) -> Placement:
         return up.place(config, needs, choose, endpoint)
 
     def spot_offer(self, config: Mapping[str, Any]) -> str:

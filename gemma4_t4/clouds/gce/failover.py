@@ -31,7 +31,7 @@ from ... import catalog
 from ...components.gce.provider_answers import disk_never_attached
 from ...core.capacity import RegionRow
 from ...core.targets import TargetError
-from .capacity import zone_offer
+from .capacity import zone_offer, zones
 
 STOCKOUT = re.compile(r"does\s+not\s+have\s+enough\s+resources\s+available\s+to\s+fulfill\s+the\s+request")
 REGION_QUOTA = re.compile(r"Quota\s+'(?P<metric>[A-Z0-9_]+)'\s+exceeded\.\s+Limit:\s+[\d.]+\s+in\s+region\s+"
@@ -78,15 +78,15 @@ def price(zone: str, spot: bool) -> float:
 def cheapest_zone(rows: Iterable[RegionRow], spot: bool) -> str | None:
     """Of the zones preflight found usable (they sell the T4, the plan accepts them, the region's and the project's
     quota hold the VM's T4s), the cheapest; by name among equals."""
-    zones = [zone for row in rows if row.ok for zone in row.zones]
-    return min(zones, key=lambda z: (price(z, spot), z)) if zones else None
+    usable = [zone for row in rows if row.ok for zone in zones(row)]
+    return min(usable, key=lambda z: (price(z, spot), z)) if usable else None
 
 
 def next_zones(rows: Iterable[RegionRow], refused: Refusal, tried: Iterable[str], spot: bool) -> list[str]:
     """Where to try next after REFUSED: the other usable zones of the same region first (a stock-out is one zone's),
     then the zones of the other regions with quota, cheapest first; a region whose quota refused is left out."""
     done = set(tried)
-    usable = [(row.region, zone) for row in rows if row.ok for zone in row.zones if zone not in done]
+    usable = [(row.region, zone) for row in rows if row.ok for zone in zones(row) if zone not in done]
     same = [] if refused.kind == "region-quota" else sorted(z for r, z in usable if r == refused.region)
     others = sorted((z for r, z in usable if r != refused.region), key=lambda z: (price(z, spot), z))
     return same + others

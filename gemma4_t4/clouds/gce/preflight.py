@@ -6,11 +6,21 @@ API responses (dicts), tested on recorded ones; the fetch functions only call go
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ...core.failures import cloud_message
 from ...core.preflight import Check, PreflightError
 from ...errors import ConfigError, Set
+
+
+@dataclass(frozen=True)
+class GceNeeds:
+    """GCE's part of a stack's Needs: the VM's zone and its accelerators."""
+
+    zone: str
+    accelerator: str  # the accelerator type, e.g. nvidia-tesla-t4
+    gpus: int = 1  # how many on the VM
 
 
 def _quota(quotas: Iterable[dict[str, Any]], metric: str) -> dict[str, Any] | None:

@@ -1,5 +1,5 @@
 """GCE's stand-ins for the offline plan and the program's unit tests: what the GCP provider answers to a
-create (its computed outputs, for core.plan.mock_state) and to the functions the component calls
+create (its computed outputs, for core.mock_answers.mock_state) and to the functions the component calls
 (GceWorld: what exists before the program runs), each answer with its source beside it."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...components.gce import provider_answers as answers
-from ...core.plan import ProviderInvokeError, physical_name
+from ...core.mock_answers import ProviderInvokeError, physical_name
 
 MOCK_GCP_PROJECT = "mock-project"
 

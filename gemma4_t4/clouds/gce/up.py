@@ -17,6 +17,7 @@ from ...core.targets import TargetError
 from ...errors import PROJECT
 from ..base import Move, Placement
 from . import capacity, failover, lifecycle, preflight
+from .preflight import GceNeeds
 
 INSTANCE = "gcp:compute/instance:Instance"
 DISK = "gcp:compute/disk:Disk"
@@ -58,10 +59,10 @@ def client_kwargs(endpoint: str | None) -> dict[str, Any]:
     return {"credentials": AnonymousCredentials(), "client_options": ClientOptions(api_endpoint=endpoint)}
 
 
-def regions(config: Mapping[str, Any], needs: Needs, endpoint: str | None) -> RegionsReport:
+def regions(config: Mapping[str, Any], needs: Needs[GceNeeds], endpoint: str | None) -> RegionsReport:
     """preflight --all-regions' live answer: per region the T4 quota and the zones that sell it."""
     project = preflight.gcp_project(config, None)
-    found, project_doc, offers = capacity.fetch_gce_regions(project, needs.accelerator, **client_kwargs(endpoint))
+    found, project_doc, offers = capacity.fetch_gce_regions(project, needs.own.accelerator, **client_kwargs(endpoint))
     return capacity.gce_regions(needs, found, project_doc, offers)
 
 
@@ -69,7 +70,7 @@ def _spot(config: Mapping[str, Any]) -> bool:
     return str(config.get(f"{PROJECT}:spot", "false")).lower() == "true"
 
 
-def place(config: Mapping[str, Any], needs: Needs, choose: bool, endpoint: str | None) -> Placement:
+def place(config: Mapping[str, Any], needs: Needs[GceNeeds], choose: bool, endpoint: str | None) -> Placement:
     """Where a stack goes: with CHOOSE (a new stack, no zone given), the cheapest zone preflight finds usable."""
     report = regions(config, needs, endpoint)
     lines = [f"{'OK' if row.ok else 'no'}  {row.region}: {row.detail}" for row in report.rows]

@@ -15,6 +15,7 @@ from ...core.capacity import RegionRow, RegionsReport, ordered
 from ...core.failures import cloud_message
 from ...core.offers import Offer
 from ...core.preflight import Needs, PreflightError
+from .preflight import SageMakerNeeds
 
 SAGEMAKER_REGIONS_AT_ONCE = 8  # a few calls per region (GCE needs three for every region)
 
@@ -32,20 +33,21 @@ class RegionQuota:
     untyped: tuple[str, ...] = ()
 
 
-def sagemaker_regions(needs: Needs, fetched: list[RegionQuota]) -> RegionsReport:
+def sagemaker_regions(needs: Needs[SageMakerNeeds], fetched: list[RegionQuota]) -> RegionsReport:
     """A region works if the stack's most instances fit its quota beside what other endpoints hold
     (the stack's own endpoint, where it runs, makes room as it goes)."""
-    name = endpoint_quota_name(needs.instance_type)
-    most = needs.most
-    needed = f"{most} x {needs.instance_type}" + (f" (autoscaling from {needs.instances})" if most > needs.instances
-                                                  else "")
+    own = needs.own
+    name = endpoint_quota_name(own.instance_type)
+    most = own.most
+    needed = f"{most} x {own.instance_type}" + (f" (autoscaling from {own.instances})" if most > own.instances
+                                                else "")
     rows = []
     for region in fetched:
         if region.error:
             rows.append(RegionRow(region.region, False, region.error))
             continue
         if region.quota is None:
-            rows.append(RegionRow(region.region, False, f"SageMaker does not offer {needs.instance_type} here"))
+            rows.append(RegionRow(region.region, False, f"SageMaker does not offer {own.instance_type} here"))
             continue
         limit = int(region.quota.value)
         others = region.in_use - (region.own or 0)

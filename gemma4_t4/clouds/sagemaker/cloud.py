@@ -17,14 +17,16 @@ from ...core import ops
 from ...core.capacity import RegionsReport
 from ...core.cost import CostEstimate, CostItem
 from ...core.failures import Failure
+from ...core.mock_answers import Invoke, StateStandIn
 from ...core.offers import Offer
-from ...core.plan import Invoke, Plan, StateStandIn
+from ...core.plan import Plan
 from ...core.preflight import Check, Needs
 from ...core.targets import Target, TargetError
 from ...errors import PROJECT, ConfigError, Set
 from ..base import Cloud, Feature, Place, Secret, refuse_unknown_provider_keys
 from . import capacity, failures, preflight
 from .lifecycle import NO_BOOT_WATCH, NOT_STOPPABLE
+from .preflight import SageMakerNeeds
 from .target import SAGEMAKER_INVOKE_LIMIT_S, SageMakerTarget
 
 if TYPE_CHECKING:
@@ -177,15 +179,16 @@ class SageMaker(Cloud):
     def explain(self, err: BaseException) -> Failure | None:
         return failures.explain(err)
 
-    def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs:
+    def needs(self, plan: Plan, config: Mapping[str, Any]) -> Needs[SageMakerNeeds]:
         variant = plan.one(ENDPOINT_CONFIG).inputs["productionVariants"][0]
         instances = int(variant["initialInstanceCount"])
         scaling = plan.find(SCALING_TARGET)
         most = int(scaling[0].inputs["maxCapacity"]) if scaling else instances
-        return Needs(self.name, str(config.get("aws:region") or "").strip(), instance_type=variant["instanceType"],
-                     instances=instances, most=most)
+        return Needs(self.name, str(config.get("aws:region") or "").strip(),
+                     SageMakerNeeds(variant["instanceType"], instances, most))
 
-    def preflight(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> list[Check]:
+    def preflight(self, stack: str, config: Mapping[str, Any], needs: Needs[SageMakerNeeds], place: Place
+                  ) -> list[Check]:
         region = preflight.aws_region(needs)
         profile = preflight.aws_profile(config)
         # The image build first: `pulumi up` builds before it creates the endpoint (with CodeBuild, unless
@@ -194,11 +197,12 @@ class SageMaker(Cloud):
         build = [quotas.codebuild_check(region, CODEBUILD_COMPUTE_TYPE, preflight.fetch_codebuild_quota(
             region, CODEBUILD_COMPUTE_TYPE, profile))] if builder == "codebuild" else []
         in_state, scope = self.stack_in_state(stack)
-        quota, in_use, own, untyped = preflight.fetch_sagemaker(region, needs.instance_type, scope, profile)
+        asked = needs.own
+        quota, in_use, own, untyped = preflight.fetch_sagemaker(region, asked.instance_type, scope, profile)
         # What a change needs: both fleets (blue/green), or one with fleetChange single.
         single = str(config.get("gemma4-t4:fleetChange") or "").strip() == "single"
-        checks = [*build, *quotas.sagemaker_checks(region, needs.instance_type, needs.instances, quota, in_use,
-                                                      own, needs.most if needs.most > needs.instances else None,
+        checks = [*build, *quotas.sagemaker_checks(region, asked.instance_type, asked.instances, quota, in_use,
+                                                      own, asked.most if asked.most > asked.instances else None,
                                                       untyped, single=single)]
         strays = preflight.strays_check(region, preflight.fetch_stack_endpoints(region, scope, profile), in_state,
                                         scope)
@@ -215,10 +219,11 @@ class SageMaker(Cloud):
         target = outputs.get("target") or {}
         return str(target.get("endpoint_name") or ""), StackScope.of(target.get("stack_tags"), stack)
 
-    def regions(self, stack: str, config: Mapping[str, Any], needs: Needs, place: Place) -> RegionsReport:
+    def regions(self, stack: str, config: Mapping[str, Any], needs: Needs[SageMakerNeeds], place: Place
+                ) -> RegionsReport:
         preflight.aws_region(needs)
         # This project's stack of that name (its organization is not asked: the Pulumi CLI is not run per region).
-        fetched = capacity.fetch_sagemaker_regions(needs.instance_type, StackScope(stack, PROJECT),
+        fetched = capacity.fetch_sagemaker_regions(needs.own.instance_type, StackScope(stack, PROJECT),
                                                    capacity.sagemaker_region_names(list(place.regions)),
                                                    preflight.aws_profile(config))
         return capacity.sagemaker_regions(needs, fetched)

@@ -6,6 +6,7 @@ the API responses, tested on recorded ones; the fetch functions only call boto3.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ...catalog import SAGEMAKER_FLEET_TAG
@@ -22,6 +23,15 @@ from .strays import adopt_or_delete
 from .target import aws_session
 
 STRAYS_CHECK = "endpoints outside the stack's state"
+
+
+@dataclass(frozen=True)
+class SageMakerNeeds:
+    """SageMaker's part of a stack's Needs: the endpoint's instance type and how many instances it holds."""
+
+    instance_type: str
+    instances: int = 1  # what the endpoint starts with
+    most: int = 1  # the most autoscaling may run (= instances without it)
 
 
 def strays_check(region: str, tagged: Sequence[tuple[str, ...]], in_state: str | None,
@@ -100,7 +110,7 @@ def aws_profile(config: Mapping[str, Any]) -> str | None:
     return str(config["aws:profile"]) if config.get("aws:profile") else None
 
 
-def aws_region(needs: Needs) -> str:
+def aws_region(needs: Needs[Any]) -> str:
     if not needs.region:
         raise ConfigError("aws:region", "is not set: the checks ask the region `pulumi up` deploys to",
                           Set("aws:region", "us-east-2"))

@@ -1,5 +1,5 @@
 """SageMaker's stand-ins for the offline plan and the program's unit tests: what the AWS provider answers to a
-create (its computed outputs, for core.plan.mock_state) and to the functions the component calls
+create (its computed outputs, for core.mock_answers.mock_state) and to the functions the component calls
 (AwsWorld: what exists in the account before the program runs; getRegion), each answer with its source."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...components.sagemaker import provider_answers as answers
-from ...core.plan import MOCK_NOW, ProviderInvokeError, physical_name
+from ...core.mock_answers import MOCK_NOW, ProviderInvokeError, physical_name
 
 MOCK_ACCOUNT = "123456789012"
 
@@ -20,7 +20,7 @@ def _physical_name_key(typ: str) -> str:
     return "bucket" if typ == "aws:s3/bucket:Bucket" else "name"
 
 
-# The region the plan's mocks make resources in (core.plan.mock_state's ARNs and URLs).
+# The region the plan's mocks make resources in (core.mock_answers.mock_state's ARNs and URLs).
 MOCK_REGION = "us-east-2"
 
 
@@ -81,8 +81,8 @@ class AwsWorld:
     name (before the program runs), a set, or a map to each one's tags (a set: app=gemma4-t4 alone, as a release
     before 0.4.0 tagged a kept one); denied: the deploying account may not describe them; endpoints: the SageMaker
     endpoints by name with their CreationTime (YYYY-MM-DDTHH:MM:SSZ), what the component's creation-time step
-    reads once its endpoint exists; None: every endpoint it asks about exists, created at core.plan.MOCK_NOW (the
-    mocks' clock: the endpoint this `up` creates), so the plan shows a deadline."""
+    reads once its endpoint exists; None: every endpoint it asks about exists, created at
+    core.mock_answers.MOCK_NOW (the mocks' clock: the endpoint this `up` creates), so the plan shows a deadline."""
 
     repositories: set[str] | Mapping[str, Mapping[str, str]] = field(default_factory=set)
     denied: bool = False

@@ -54,7 +54,7 @@ def test_the_cost_is_a_range_from_the_fewest_to_the_most_instances(run_stack):
     assert plan.outputs["cost_per_hour_usd"] == round(PRICE, 4)
     assert plan.outputs["cost_per_hour_usd_max"] == round(5 * PRICE, 4)
     assert plan.as_json()["running_usd_per_hour_range"] == [round(PRICE, 4), round(5 * PRICE, 4)]
-    assert f"${PRICE:.4f}/h to ${5 * PRICE:.4f}/h, fewest to most instances" in plan_mod.cost_line(plan)
+    assert f"${PRICE:.4f}/h to ${5 * PRICE:.4f}/h, fewest to most instances" in plan_mod.cost_line(plan, spot=False)
     assert plan.one(TARGET).inputs["minCapacity"] == 1.0
     assert plan.one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").inputs[
         "productionVariants"][0]["initialInstanceCount"] == 2.0
