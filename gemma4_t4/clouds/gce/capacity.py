@@ -10,10 +10,10 @@ from typing import Any
 
 from ... import catalog
 from ...core.capacity import RegionRow, RegionsReport, ordered
-from ...core.failures import cloud_message
 from ...core.offers import Offer, price_sum
 from ...core.preflight import Needs, PreflightError
 from ...errors import PROJECT
+from .failures import cloud_message
 
 
 def _quota(quotas: Iterable[dict[str, Any]], metric: str) -> tuple[float, float] | None:

@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ...core.failures import cloud_message
 from ...core.preflight import Check, PreflightError
 from ...errors import ConfigError, Set
+from .failures import cloud_message
 
 
 def _quota(quotas: Iterable[dict[str, Any]], metric: str) -> dict[str, Any] | None:
