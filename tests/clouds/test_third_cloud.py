@@ -342,6 +342,15 @@ def test_spot_and_region_choice_are_features(project, capsys):
 # --- front ends name a VM through its cloud's vm_names ------------------------------------------------------------
 
 
+async def _vm_inputs() -> dict[str, list[str]]:
+    """The stop and start tools' inputs, as a server built now serves them."""
+    from mcp import Client
+
+    async with Client(mcp_server.build(Workspace())) as client:
+        return {t.name: [*t.input_schema["properties"]] for t in (await client.list_tools()).tools
+                if t.name in ("stop", "start")}
+
+
 class Boxed(Loopback):
     """A cloud whose VMs are named by box and shelf, and stop (its named_vm says what reached it)."""
 
@@ -365,6 +374,10 @@ def test_stop_and_start_take_the_names_a_cloud_gives_its_vms(capsys):
             main(["stop", "--help"])
         usage = capsys.readouterr().out
         assert "exactly one of --stack, --instance, --box" in usage and "the shelf it sits on (only with --box)" in usage
+        inputs = anyio.run(_vm_inputs)
+        assert inputs["stop"] == inputs["start"] == ["stack", "instance", "zone", "project", "box", "shelf",
+                                                     "timeout_s", "interval_s"]
     finally:
         clouds.unregister(boxed.name)
     assert main(["stop", "--stack", "gce-t4", "--box", "b1"]) == 2  # gone with its cloud: an unknown option
+    assert anyio.run(_vm_inputs)["stop"] == ["stack", "instance", "zone", "project", "timeout_s", "interval_s"]
