@@ -163,7 +163,7 @@ def vm_from_stack(stack: str, project_dir: Path | None = None, outputs: Mapping[
     """The VM a deployed stack describes (OUTPUTS: already read); a cloud without one is refused
     (core.lifecycle.NotStoppable, with the cloud's reason)."""
     if outputs is None:
-        outputs = stack_outputs(stack, cwd=project_dir, instead=" or ".join(map(vm_usage, vm_clouds())) or "")
+        outputs = stack_outputs(stack, cwd=project_dir, instead=" or ".join(map(vm_usage, vm_clouds())))
     return outputs_cloud(stack, outputs, CLOUDS).vm(stack, outputs, api_endpoint)
 
 

@@ -75,7 +75,7 @@ def server():
 
 def page_blocks() -> list[str]:
     """docs/new-cloud.md's Python blocks: registering the stand-in, then taking it back."""
-    return re.findall(r"```python\n(.*?)```", PAGE.read_text(), re.DOTALL)
+    return re.findall(r"```py\n(.*?)```", PAGE.read_text(), re.DOTALL)
 
 
 def registry_state() -> tuple:
