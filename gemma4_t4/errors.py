@@ -12,7 +12,7 @@ one label. The fix is a sequence of parts: text, and settings to change (``Set``
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -72,18 +72,20 @@ def _label(key: str) -> tuple[str, str] | None:
 
 class StackConfig:
     """The stack program: `pulumi config` commands on the project's keys; provider settings keep their
-    namespace (``provider_keys``, {setting: provider key}, which each cloud adds when it registers: e.g.
-    ``region`` is the stack's ``aws:region`` where a cloud takes its region from the AWS provider)."""
+    namespace (``provider_keys``, {setting: provider key}, asked at each rendering of the clouds' registry,
+    gemma4_t4.clouds.registry, which binds its lookup here: e.g. ``region`` is the stack's ``aws:region`` where a
+    registered cloud takes its region from the AWS provider)."""
 
-    def __init__(self) -> None:
-        self.provider_keys: dict[str, str] = {}
+    def __init__(self, provider_keys: Callable[[], Mapping[str, str]] = dict) -> None:
+        self._provider_keys = provider_keys
 
-    def add_provider_keys(self, keys: Mapping[str, str]) -> None:
-        """Add a cloud's {setting: provider key}; a setting another cloud maps elsewhere is refused (the stack
-        program would name the wrong key in a fix)."""
-        for key, qualified in keys.items():
-            if self.provider_keys.setdefault(key, qualified) != qualified:
-                raise ValueError(f"{key} is {self.provider_keys[key]} already, not {qualified}")
+    def read_provider_keys(self, lookup: Callable[[], Mapping[str, str]]) -> None:
+        """Ask LOOKUP for the provider keys from now on (the registry's, bound once when it is made)."""
+        self._provider_keys = lookup
+
+    @property
+    def provider_keys(self) -> Mapping[str, str]:
+        return self._provider_keys()
 
     # Settings the program makes itself: what changes them.
     PROGRAM_OWNED: ClassVar[dict[str, str]] = {
@@ -91,8 +93,8 @@ class StackConfig:
                       "after the project and the stack)"}
 
     def key(self, key: str) -> str:
-        if key in self.provider_keys:
-            return self.provider_keys[key]
+        if key in (provider_keys := self.provider_keys):
+            return provider_keys[key]
         # A namespace before any .path: aws:region is qualified, labels.aws:owner (a label) is not.
         return key if ":" in key.split(".", 1)[0] else f"{PROJECT}:{key}"
 

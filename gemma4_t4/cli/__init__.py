@@ -9,7 +9,7 @@ import sys
 import traceback
 from typing import NoReturn
 
-from .. import __version__
+from .. import __version__, clouds
 from ..core import failures
 from ..errors import UsageError
 from . import bench, cost, down, fit, logs, mcp, plan, preflight, query, start, status, stop, up, wait, zones
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit:  # --help, --version
         raise
     except BaseException as err:  # the one boundary: every failure becomes one line
-        failure = failures.explain(err)
+        failure = clouds.explain(err)  # the registered clouds' clients' errors too
         if debug and not isinstance(err, KeyboardInterrupt):
             traceback.print_exc()
         command = " ".join(a for a in argv[:1] if not a.startswith("-"))

@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _all_regions(args: argparse.Namespace, config: dict, result: offline.Plan, place: clouds.Place) -> int:
     cloud = clouds.plan_cloud(result)
-    if args.regions and cloud.every_region_at_once:
-        return fail("preflight", f"--regions is for SageMaker: on {cloud.name} three calls cover every region",
+    if args.regions and not cloud.supports(clouds.Feature.REGION_CHOICE):
+        return fail("preflight", f"--regions on {cloud.name}: {cloud.unsupported[clouds.Feature.REGION_CHOICE]}",
                     EXIT_USAGE)
     needs = clouds.needs(result, config)
     with busy("asking every region"):

@@ -37,12 +37,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def add_vm_options(p: argparse.ArgumentParser) -> None:
-    where = p.add_argument_group("the VM (exactly one of --stack, --instance)")
+    """--stack, or the names a cloud gives its VM (Cloud.vm_names: --instance, --zone, --project on one)."""
+    names, firsts = clouds.vm_names(), _firsts()
+    where = p.add_argument_group(f"the VM (exactly one of {', '.join(['--stack', *(f'--{f}' for f in firsts)])})")
     choice = where.add_mutually_exclusive_group(required=True)
     choice.add_argument("-s", "--stack", help="a deployed GCE stack, e.g. gce-t4 (reads `pulumi stack output`)")
-    choice.add_argument("--instance", help="the VM's name (with --zone and --project)")
-    where.add_argument("--zone", help="the VM's zone (only with --instance)")
-    where.add_argument("--project", help="the VM's GCP project (only with --instance)")
+    for name, help_ in names.items():
+        if name in firsts:
+            others = " and ".join(f"--{other}" for other in list(firsts[name].vm_names)[1:])
+            choice.add_argument(f"--{name}", dest=name, help=f"{help_} (with {others})" if others else help_)
+        else:
+            owners = " or ".join(f"--{first}" for first, cloud in firsts.items() if name in cloud.vm_names)
+            where.add_argument(f"--{name}", dest=name, help=f"{help_} (only with {owners})")
     # A local Compute Engine stand-in for the tests; not for users.
     where.add_argument("--compute-endpoint", help=argparse.SUPPRESS)
     p.add_argument("--timeout", type=at_most(non_negative_float, limits.MAX_TIMEOUT_S), default=600, metavar="SECONDS",
@@ -53,11 +59,26 @@ def add_vm_options(p: argparse.ArgumentParser) -> None:
     add_check(p, lambda args: _check(p, args))
 
 
+def _firsts() -> dict[str, clouds.Cloud]:
+    """{a VM's own name (the first of vm_names): its cloud}."""
+    firsts: dict[str, clouds.Cloud] = {}
+    for cloud in clouds.vm_clouds():
+        firsts.setdefault(next(iter(cloud.vm_names)), cloud)
+    return firsts
+
+
+def _given(args: argparse.Namespace) -> dict[str, str]:
+    return {name: value for name in clouds.vm_names() if (value := getattr(args, name, None))}
+
+
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    if args.instance and not (args.zone and args.project):
-        parser.error("--instance needs --zone and --project")
-    if args.stack and (args.zone or args.project):
-        parser.error("--zone and --project go with --instance (a stack knows its own)")
+    given = _given(args)
+    for first, cloud in _firsts().items():
+        others = list(cloud.vm_names)[1:]
+        if args.stack and any(name in given for name in others):
+            parser.error(f"{' and '.join(f'--{o}' for o in others)} go with --{first} (a stack knows its own)")
+        if first in given and not set(cloud.vm_names) <= set(given):
+            parser.error(f"--{first} needs {' and '.join(f'--{o}' for o in others)}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,8 +88,7 @@ def run(args: argparse.Namespace) -> int:
 def act(args: argparse.Namespace, action: Action) -> int:
     try:
         machine = (clouds.vm_from_stack(args.stack, api_endpoint=args.compute_endpoint) if args.stack else
-                   clouds.named_vm({"instance": args.instance, "zone": args.zone, "project": args.project},
-                                   args.compute_endpoint))
+                   clouds.named_vm(_given(args), args.compute_endpoint))
     except NotStoppable as err:
         return fail(action, str(err), EXIT_USAGE)
     with ticker(f"{action} {machine}") as tick:

@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
                   title="Tesla T4 offers at catalog list prices, cheapest first", title_justify="left")
     for offer in found:
         table.add_row(offer.cloud, offer.location, offer.instance, _usd(offer.usd_per_hour),
-                      _usd(offer.spot_usd_per_hour) if clouds.CLOUDS[offer.cloud].sells_spot else "no Spot")
+                      _usd(offer.spot_usd_per_hour) if clouds.CLOUDS[offer.cloud].supports(clouds.Feature.SPOT)
+                      else "no Spot")
     console.print(table)
     for cloud in clouds.CLOUDS.values():
         if args.cloud in (None, cloud.name) and cloud.offers_note:

@@ -1,7 +1,9 @@
 """The cloud seam: every cloud this project deploys to is one registered object, each in its own folder
 (clouds/NAME/cloud.py, beside its target, preflight, capacity, lifecycle and stand-ins). The stack program,
 the offline plan and the operator's front ends (CLI, MCP server) ask the registry, and a cloud's
-capabilities (base.Feature), never its classes; a third cloud is one more folder and one line here.
+capabilities (base.Feature), never its classes. The registry itself is clouds/registry.py (REGISTRY: register,
+unregister); this module registers the shipped clouds and is the facade the front ends call. A third cloud:
+docs/new-cloud.md.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..core import failures
 from ..core import plan as offline
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate, CostItem
@@ -19,29 +20,22 @@ from ..core.offers import Offer, cheapest_first
 from ..core.ops import INSTEAD_OF_A_STACK, stack_outputs
 from ..core.preflight import Check, Needs
 from ..core.targets import HttpTarget, Target, server_url
-from ..errors import PROJECT, STACK_CONFIG, UsageError
+from ..errors import PROJECT, UsageError
 from .base import Cloud, Feature, Move, Place, Placement, outputs_cloud
+from .gce import GCE
 from .gce.failover import MOVES as FAILOVER_MOVES
+from .registry import REGISTRY, Registry
+from .sagemaker import SAGEMAKER
 from .stack_config import DEFAULT_CLOUD, all_keys, config_keys, stack_defaults
 
-CLOUDS: dict[str, Cloud] = {}
+# The registered clouds by name: a read-only view of the registry's (clouds/registry.py), always current.
+CLOUDS: Mapping[str, Cloud] = REGISTRY.clouds
+register = REGISTRY.register
+unregister = REGISTRY.unregister
+explain = REGISTRY.explain
 
 
-def register(cloud: Cloud) -> Cloud:
-    """Add CLOUD to the registry (by its name, which the stack config's `cloud` key and the contract's `cloud`
-    output carry); a name already taken is refused."""
-    if cloud.name in CLOUDS:
-        raise ValueError(f"a cloud named {cloud.name!r} is registered already")
-    STACK_CONFIG.add_provider_keys(cloud.provider_keys)
-    CLOUDS[cloud.name] = cloud
-    failures.CLIENT_EXPLAINERS.append(cloud.explain)
-    return cloud
-
-
-# The registry: one line per cloud.
-from .gce import GCE  # noqa: E402  (each cloud's folder imports this module's base, not the registry)
-from .sagemaker import SAGEMAKER  # noqa: E402
-
+# The shipped clouds: one line each (or a program's own `register(...)`; docs/new-cloud.md).
 register(GCE)
 register(SAGEMAKER)
 
@@ -169,14 +163,35 @@ def vm_from_stack(stack: str, project_dir: Path | None = None, outputs: Mapping[
     """The VM a deployed stack describes (OUTPUTS: already read); a cloud without one is refused
     (core.lifecycle.NotStoppable, with the cloud's reason)."""
     if outputs is None:
-        outputs = stack_outputs(stack, cwd=project_dir, instead="--instance NAME --zone ZONE --project PROJECT")
+        outputs = stack_outputs(stack, cwd=project_dir, instead=" or ".join(map(vm_usage, vm_clouds())))
     return outputs_cloud(stack, outputs, CLOUDS).vm(stack, outputs, api_endpoint)
+
+
+def vm_clouds() -> list[Cloud]:
+    """The clouds whose VMs `stop` and `start` may name without a stack (Feature.STOP_START, with vm_names)."""
+    return [cloud for cloud in CLOUDS.values() if cloud.supports(Feature.STOP_START) and cloud.vm_names]
+
+
+def vm_names() -> dict[str, str]:
+    """{name: its help} of every name that identifies a VM without a stack, over vm_clouds(), in their order: the
+    CLI's `stop`/`start` options and the MCP tools' inputs."""
+    names: dict[str, str] = {}
+    for cloud in vm_clouds():
+        for name, help_ in cloud.vm_names.items():
+            names.setdefault(name, help_)
+    return names
+
+
+def vm_usage(cloud: Cloud) -> str:
+    """How the command line names one of CLOUD's VMs: --instance NAME --zone ZONE --project PROJECT."""
+    first, *rest = cloud.vm_names
+    return " ".join([f"--{first} NAME", *(f"--{name} {name.upper()}" for name in rest)])
 
 
 def named_vm(names: Mapping[str, str], api_endpoint: str | None = None) -> Machine:
     """The VM NAMES identify without a stack ({instance, zone, project}): the cloud whose vm_names they are."""
-    for cloud in CLOUDS.values():
-        if cloud.supports(Feature.STOP_START) and set(cloud.vm_names) == set(names):
+    for cloud in vm_clouds():
+        if set(cloud.vm_names) == set(names):
             return cloud.named_vm(names, api_endpoint)
     raise NotStoppable(f"no cloud names a VM by {', '.join(sorted(names))}")
 
@@ -219,15 +234,18 @@ __all__ = [
     "CLOUDS",
     "DEFAULT_CLOUD",
     "FAILOVER_MOVES",
+    "REGISTRY",
     "Cloud",
     "Feature",
     "Move",
     "Place",
     "Placement",
+    "Registry",
     "all_keys",
     "cloud_of_stack",
     "config_keys",
     "estimate",
+    "explain",
     "lacks",
     "named_vm",
     "needs",
@@ -242,5 +260,9 @@ __all__ = [
     "standins",
     "t4_offers",
     "target_from_outputs",
+    "unregister",
+    "vm_clouds",
     "vm_from_stack",
+    "vm_names",
+    "vm_usage",
 ]

@@ -60,6 +60,9 @@ class Feature(enum.Enum):
     BLOCKING_QUERY = "answer a query in one reply however long it takes (no stream)"
     NAMED_ENDPOINT = "reach a server by its endpoint's name and region (--endpoint NAME --region REGION)"
     ZONE_FAILOVER = "pick the cheapest zone with quota, and move to the next when the cloud has no capacity"
+    SPOT = "sell Spot capacity (cheaper, and the cloud may take it back): `zones` prints its Spot price"
+    REGION_CHOICE = ("compare only the regions --regions names (a cloud asked region by region; one whose few calls "
+                     "cover every region has nothing to choose)")
 
 
 @dataclass(frozen=True)
@@ -99,16 +102,13 @@ class Cloud(ABC):
     preset: ClassVar[Mapping[str, Any]]  # that stack file's config: what differs from Pulumi.yaml's defaults
     # Settings the stack program takes from the provider's own stack config, e.g. region <- aws:region.
     provider_keys: ClassVar[Mapping[str, str]] = {}
-    # Whether --all-regions asks every region in a few calls (then --regions has nothing to choose).
-    every_region_at_once: ClassVar[bool] = False
     # Instead of this cloud's settings that other clouds have, for a refusal's reason.
     counterparts: ClassVar[Mapping[str, str]] = {}
     # Under `gemma4-t4 zones`' table: what its offers' prices cover and where they come from.
     offers_note: ClassVar[str] = ""
-    # Whether the cloud sells Spot capacity at all (`zones` prints "no Spot" for one that does not).
-    sells_spot: ClassVar[bool] = False
-    # What names one of its VMs without a stack (`stop --instance NAME --zone ZONE --project PROJECT`).
-    vm_names: ClassVar[tuple[str, ...]] = ()
+    # What names one of its VMs without a stack, in order, each with its option's help: the first is the VM's own
+    # name (`stop --instance NAME --zone ZONE --project PROJECT`; the MCP tools' inputs of the same names).
+    vm_names: ClassVar[Mapping[str, str]] = {}
     # What this cloud cannot do, each with the reason a refusal gives (everything else it can).
     unsupported: ClassVar[Mapping[Feature, str]] = {}
     # {resource type: (the inputs its provider replaces it for, what a replacement costs)}, for `plan --config`'s

@@ -6,7 +6,7 @@ else is a bug: one line too, and the traceback with --debug or GEMMA4_T4_DEBUG=1
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ..errors import ConfigError, UsageError
@@ -29,19 +29,18 @@ class Failure:
     api_answer: bool = False  # a cloud API's own refusal, not a credentials or network failure
 
 
-# Each cloud's reading of its client library's errors (credentials, network, the API's refusals): Cloud.explain,
-# added when the cloud registers (gemma4_t4.clouds.register). None: not that client's error.
+# A cloud's reading of its client library's errors (credentials, network, the API's refusals): Cloud.explain, which
+# the front ends pass in from the clouds' registry (gemma4_t4.clouds.registry). None: not that client's error.
 Explainer = Callable[[BaseException], "Failure | None"]
-CLIENT_EXPLAINERS: list[Explainer] = []
 
 
 def debugging() -> bool:
     return os.environ.get(DEBUG_ENV, "") not in ("", "0", "false", "no")
 
 
-def explain(err: BaseException) -> Failure:
-    """What ERR means to the user, in one line with the fix."""
-    failure = _explain(err)
+def explain(err: BaseException, explainers: Sequence[Explainer] = ()) -> Failure:
+    """What ERR means to the user, in one line with the fix (EXPLAINERS: the clouds' clients', asked first)."""
+    failure = _explain(err, explainers)
     if "\n" not in failure.message:
         return failure
     # One line: a message with more (a client's text carried along) keeps its first line, the rest as detail.
@@ -49,7 +48,7 @@ def explain(err: BaseException) -> Failure:
     return replace(failure, message=first.strip(), detail=failure.detail or rest.strip())
 
 
-def _explain(err: BaseException) -> Failure:
+def _explain(err: BaseException, explainers: Sequence[Explainer]) -> Failure:
     if isinstance(err, KeyboardInterrupt):
         return Failure("interrupted", EXIT_INTERRUPTED, kind="interrupted")
     if isinstance(err, ConfigError):
@@ -58,7 +57,7 @@ def _explain(err: BaseException) -> Failure:
         return Failure(str(err), EXIT_USAGE, kind="usage")
     if isinstance(err, TargetError):
         return Failure(str(err), detail=err.detail)
-    for explainer in (*CLIENT_EXPLAINERS, _http):
+    for explainer in (*explainers, _http):
         if (failure := explainer(err)) is not None:
             kind = "usage" if failure.exit_code == EXIT_USAGE else "network" if explainer is _http else "cloud"
             return replace(failure, kind=kind, detail=_more_than(failure.message, err))
@@ -72,10 +71,10 @@ def _explain(err: BaseException) -> Failure:
                    detail=str(err))
 
 
-def cloud_message(err: BaseException) -> str | None:
-    """The line for a credentials or network failure of a cloud's client library, for the code that turns a
-    client's errors into its own (targets, preflight); None: not one."""
-    for explainer in CLIENT_EXPLAINERS:
+def cloud_message(err: BaseException, explainers: Sequence[Explainer]) -> str | None:
+    """The line for a credentials or network failure of a cloud's client library (EXPLAINERS: that cloud's), for
+    the code that turns a client's errors into its own (targets, preflight); None: not one."""
+    for explainer in explainers:
         if (failure := explainer(err)) is not None and not failure.api_answer:
             return failure.message
     return None

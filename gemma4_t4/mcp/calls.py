@@ -16,7 +16,7 @@ import anyio.to_thread
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 
-from ..core import failures
+from .. import clouds
 from ..core.untrusted import defang, defang_all
 from .workspace import Workspace
 
@@ -36,7 +36,7 @@ async def in_thread(fn: Callable[[], T]) -> T:
     try:
         return cast(T, defang_all(await anyio.to_thread.run_sync(fn)))
     except Exception as err:  # the CLI's one boundary (core.failures): the same lines
-        failure = failures.explain(err)
+        failure = clouds.explain(err)  # the registered clouds' clients' errors too
         if failure.bug:
             logging.getLogger(__name__).exception("tool failed")  # the server's stderr: the client's log
         raise ToolError(defang(failure.message)) from None

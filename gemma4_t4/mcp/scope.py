@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from .. import clouds
 from ..core.targets import TargetError, server_url
 from ..errors import UsageError
 
@@ -46,9 +47,9 @@ def stack_name(stack: str, allowed: Sequence[str] = ()) -> str:
     return stack
 
 
-# The tools' names for what a stack's `target` output (gemma4_t4.contract) holds.
-OUTPUT_KEYS = {"instance": "instance", "zone": "zone", "project": "project", "endpoint": "endpoint_name",
-               "region": "region"}
+# The tools' names for what a stack's `target` output (gemma4_t4.contract) holds, beside the names the clouds give
+# a VM (Cloud.vm_names: the target output's own keys, e.g. instance, zone, project).
+OUTPUT_KEYS = {"endpoint": "endpoint_name", "region": "region"}
 
 
 def _named(where: Mapping[str, Any]) -> str:
@@ -60,7 +61,8 @@ def owned(outputs: Mapping[str, Any]) -> dict[str, Any]:
     target = outputs.get("target")
     if not isinstance(target, Mapping):
         return {}
-    return {arg: target[key] for arg, key in OUTPUT_KEYS.items() if target.get(key) is not None}
+    keys = {**{name: name for name in clouds.vm_names()}, **OUTPUT_KEYS}
+    return {arg: target[key] for arg, key in keys.items() if target.get(key) is not None}
 
 
 def check_owned(stack: str, outputs: Mapping[str, Any], asked: Mapping[str, str | None]) -> None:

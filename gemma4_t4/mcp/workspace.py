@@ -6,7 +6,7 @@ anything is contacted."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -91,8 +91,8 @@ class Workspace:
 
         return call
 
-    def vm(self, stack: str | None, instance: str | None, zone: str | None, project: str | None) -> Machine:
-        asked = {"instance": instance, "zone": zone, "project": project}
+    def vm(self, stack: str | None, asked: Mapping[str, str | None]) -> Machine:
+        """The stack's own VM; ASKED: the names a cloud gives a VM (Cloud.vm_names), each to confirm the stack's."""
         if not stack:
             if any(asked.values()):
                 raise scope.needs_stack(asked, "a stack's own VM")

@@ -209,7 +209,7 @@ def test_mcp_tools_pass_failures_through_the_same_boundary(error):
 
     with pytest.raises(ToolError) as caught:
         anyio.run(calls.in_thread, fail)
-    assert str(caught.value) == failures.explain(raised[error]).message
+    assert str(caught.value) == clouds.explain(raised[error]).message
 
 
 INTERRUPTED_PLAN = """

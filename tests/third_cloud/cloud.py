@@ -45,6 +45,7 @@ class Loopback(Cloud):
         Feature.STOP_START: "a loopback server is stopped where it runs, not through its stack",
         Feature.BOOT_WATCH: "a loopback server has no cloud API that watches its boot",
         Feature.NAMED_ENDPOINT: "a loopback server is reached through its stack or its URL",
+        Feature.SPOT: "a server on this machine has no Spot capacity to sell",
     }
 
     def name_prefix(self, project: str, stack: str) -> str:

@@ -12,10 +12,10 @@ from typing import Any
 from ... import catalog
 from ...components.gce import cost
 from ...core.capacity import RegionRow, RegionsReport, ordered
-from ...core.failures import cloud_message
 from ...core.offers import Offer
 from ...core.preflight import Needs, PreflightError
 from ...errors import PROJECT
+from .failures import cloud_message
 from .preflight import GceNeeds
 
 

@@ -54,14 +54,14 @@ class Gce(Cloud):
     settings = GceT4ServerSettings
     stack = "gce-t4"
     preset: ClassVar[Mapping[str, Any]] = {}
-    vm_names: ClassVar[tuple[str, ...]] = ("instance", "zone", "project")
+    vm_names: ClassVar[Mapping[str, str]] = {"instance": "the VM's name", "zone": "the VM's zone",
+                                             "project": "the VM's GCP project"}
     offers_note = (f"GCE: machine and GPU only, from {catalog.GCE_PRICE_LIST}; the disks and the address come on top "
                    "(`gemma4-t4 cost STACK`)")
-    sells_spot = True
     unsupported: ClassVar[Mapping[Feature, str]] = {
         Feature.NAMED_ENDPOINT: "a GCE server is reached through its stack (--stack) or a URL (--url)",
+        Feature.REGION_CHOICE: "three calls cover every region: nothing to choose",
     }
-    every_region_at_once = True  # three calls cover every region: nothing to choose
     replaced_by: ClassVar[Mapping[str, tuple[tuple[str, ...], str]]] = {
         "gcp:compute/instance:Instance": (catalog.GCE_INSTANCE_FORCE_NEW, (
             "the VM is deleted and created again: a first boot of ~{}-{} min before it serves, and in a zone out "

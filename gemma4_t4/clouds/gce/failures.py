@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from ...core import failures
 from ...core.failures import Failure, first_line
 
 GOOGLE_LOGIN = "gcloud auth application-default login"
@@ -42,3 +43,8 @@ def _disabled_service(message: str) -> tuple[str, str] | None:
     found = re.search(r"has not been used in project (\S+) before or it is disabled.*?/apis/api/([a-z0-9.]+)/", message,
                       re.DOTALL)
     return (found.group(2), found.group(1)) if found else None
+
+
+def cloud_message(err: BaseException) -> str | None:
+    """The line for a credentials or network failure of this cloud's client (core.failures.cloud_message)."""
+    return failures.cloud_message(err, (explain,))

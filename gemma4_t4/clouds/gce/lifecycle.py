@@ -17,9 +17,9 @@ from typing import Any
 from ... import catalog
 from ...catalog.gce import GCE_BILLED_WHILE_STOPPED
 from ...components.gce import cost
-from ...core.failures import cloud_message
 from ...core.lifecycle import VM_ABSENT, DiskBill, LifecycleResult, Machine, TickCallback, total_usd_per_month
 from ...core.targets import TargetError
+from .failures import cloud_message
 
 # Instance.status values (compute v1): TERMINATED is what a stopped VM reports.
 STOPPED = ("TERMINATED", "STOPPED")
@@ -334,7 +334,7 @@ class VmWatch:
             except gexc.NotFound:
                 return BootView(vm_status=status)  # the guest has written nothing yet
         except (gexc.GoogleAPICallError, auth_exc.GoogleAuthError) as err:
-            from ...core.failures import cloud_message
+            from .failures import cloud_message
 
             why = cloud_message(err) or getattr(err, "message", str(err))
             return BootView(note=f"the Compute API did not answer ({why}): boot phases are not shown")

@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.failures import cloud_message
 from ...core.preflight import Check, PreflightError
 from ...errors import ConfigError, Set
+from .failures import cloud_message
 
 
 @dataclass(frozen=True)

@@ -12,9 +12,9 @@ from ...components.sagemaker import cost
 from ...components.sagemaker.quotas import EndpointQuota, endpoint_quota_name
 from ...components.sagemaker.scope import StackScope
 from ...core.capacity import RegionRow, RegionsReport, ordered
-from ...core.failures import cloud_message
 from ...core.offers import Offer
 from ...core.preflight import Needs, PreflightError
+from .failures import cloud_message
 from .preflight import SageMakerNeeds
 
 SAGEMAKER_REGIONS_AT_ONCE = 8  # a few calls per region (GCE needs three for every region)

@@ -116,6 +116,7 @@ class SageMaker(Cloud):
                                 "(InvokeEndpoint): a reply is streamed",
         Feature.ZONE_FAILOVER: "an endpoint is placed by SageMaker within its region: `up` checks the endpoint "
                                "quota and the image builder first instead",
+        Feature.SPOT: "SageMaker endpoints have no spot capacity",
     }
     counterparts: ClassVar[Mapping[str, str]] = {
         "maxRunHours": "endpointTtl (EventBridge Scheduler deletes the endpoint)",

@@ -3,6 +3,7 @@ SSO session that ended, no network, a denied call; the API's other refusals in i
 
 from __future__ import annotations
 
+from ...core import failures
 from ...core.failures import EXIT_USAGE, Failure, first_line
 
 AWS_LOGIN = "`aws sso login` (or `aws configure`), or set AWS_PROFILE"
@@ -37,3 +38,8 @@ def explain(err: BaseException) -> Failure | None:
     if isinstance(err, boto.BotoCoreError):
         return Failure(f"AWS: {first_line(err)}", api_answer=True)
     return None
+
+
+def cloud_message(err: BaseException) -> str | None:
+    """The line for a credentials or network failure of this cloud's client (core.failures.cloud_message)."""
+    return failures.cloud_message(err, (explain,))

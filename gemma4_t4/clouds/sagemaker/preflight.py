@@ -16,9 +16,9 @@ from ...components.sagemaker.quotas import (
     sagemaker_usage,
 )
 from ...components.sagemaker.scope import StackScope
-from ...core.failures import cloud_message
 from ...core.preflight import Check, Needs, PreflightError
 from ...errors import ConfigError, Set
+from .failures import cloud_message
 from .strays import adopt_or_delete
 from .target import aws_session
 

@@ -94,7 +94,7 @@ class SageMakerTarget:
                                "ask for fewer --max-tokens")
         if isinstance(err, ConnectionClosedError | ResponseStreamingError):
             return TargetError(f"{self.endpoint}: the connection broke midway ({err}): ask again")
-        from ...core.failures import cloud_message  # the one wording of credential and network failures
+        from .failures import cloud_message  # the one wording of credential and network failures
 
         if (message := cloud_message(err)) is not None:
             return TargetError(message)
