@@ -32,6 +32,6 @@ class DataOnly(MetaPathFinder):
                                   f"gemma4-turing-clamp distribution), not {fullname}", name=fullname)
 
 
-__path__: list[str] = []
+__path__ = []
 if not any(type(finder).__name__ == "DataOnly" and type(finder).__module__ == __name__ for finder in sys.meta_path):
     sys.meta_path.insert(0, DataOnly())
