@@ -23,7 +23,7 @@ sdk/python/lib/pulumi/automation as in PyPI pulumi 3.272.0, go = the CLI's sourc
 - SIGINT: the first prints "^C received; cancelling. ..." as a stdoutEvent, lets the running step finish, saves
   the state and exits "update canceled" (go cancellation_scope.go NewScope; deployment_executor.go Execute).
 
-The cloud is a JSON file (PULUMI_STANDIN_DIR/world.json: disks and instances, which tests/gce_standin.py serves as
+The cloud is a JSON file (PULUMI_STANDIN_DIR/world.json: disks and instances, which tests/compute_standin.py serves as
 the Compute API), the backend another (state.json), what the test wants the cloud to refuse a third
 (scenario.json: {"stockout": [zones], "quota": [regions], "global_quota": bool, "hang": bool}); argv is logged.
 GCE's refusals are the provider's texts (gemma4_t4/clouds/gce/failover.py cites them).

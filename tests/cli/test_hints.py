@@ -95,6 +95,11 @@ def test_install_hint_names_what_installs_here_not_a_package_pypi_lacks(monkeypa
     monkeypatch.setattr(entry.metadata, "version", lambda name: (_ for _ in ()).throw(
         entry.metadata.PackageNotFoundError(name)) if name == "mcp" else "1.0")
     assert entry.missing_extra() == ["mcp<3,>=2.3"]
+    # pip is found or not as find_spec says, faked both ways: looking the real pip up through the import system makes
+    # setuptools' distutils shim stand down for the rest of the process (_distutils_hack's spec_for_pip), and a later
+    # test in this worker that imports setuptools (tests/install/test_metadata.py, setup.py) then fails.
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "pip" else real_find_spec(name, *a))
     line = entry.install_line(entry.missing_extra())
     assert line == f"{sys.executable} -m pip install 'mcp<3,>=2.3'" and "gemma4-t4[" not in line
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)

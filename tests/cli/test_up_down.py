@@ -1,6 +1,6 @@
 """`gemma4-t4 up` and `down` as a user runs them, with no cloud: Pulumi's Automation API drives a stand-in `pulumi`
 (tests/pulumi_standin.py, each answer cited to the SDK's source or the CLI's), GCE's refusals come as the provider
-prints them, the Compute API (quota, T4 zones, disks) is tests/gce_standin.py on loopback."""
+prints them, the Compute API (quota, T4 zones, disks) is tests/compute_standin.py on loopback."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from compute_standin import ComputeStandIn
 from conftest import REPO
-from gce_standin import ComputeStandIn
 
 from gemma4_t4.cli import main
 
@@ -70,7 +70,7 @@ class World:
         return [json.loads(line) for line in (self.home / "argv.log").read_text().splitlines()]
 
     def gemma(self, *args: str) -> int:
-        return main([*args, "--compute-endpoint", self.compute.endpoint])
+        return main([*args, "--compute-endpoint", self.compute.url])
 
 
 def _vllm_health() -> ThreadingHTTPServer:
@@ -187,7 +187,7 @@ def test_ctrl_c_during_up_leaves_a_stack_that_up_finishes(world):
     world.scenario(hang=True)
     env = {**os.environ, **world.env}
     child = subprocess.Popen([sys.executable, "-m", "gemma4_t4", "up", "gce-t4", "--yes", "--no-wait",
-                              "--compute-endpoint", world.compute.endpoint], cwd=world.project, env=env,
+                              "--compute-endpoint", world.compute.url], cwd=world.project, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     deadline = time.monotonic() + 120
     while not (world.home / "hanging").exists():

@@ -144,9 +144,9 @@ def test_what_a_plan_says_of_spot_and_user_data_is_its_clouds_reading(run_stack)
 def recorded_gce():
     """regions.list, projects.get and acceleratorTypes.aggregatedList as the real
     google-cloud-compute client returns them from the recorded responses (tests/fixtures/gce/)."""
-    from gce_standin import ComputeStandIn
+    from compute_standin import ComputeStandIn
 
-    with ComputeStandIn() as standin:
+    with ComputeStandIn("gemma-proj") as standin:
         fetched = gce_capacity.fetch_gce_regions("gemma-proj", "nvidia-tesla-t4", **standin.client_kwargs())
         requests = list(standin.requests)
     return fetched, requests
@@ -160,9 +160,9 @@ def _gce_report(recorded_gce, zone="us-west2-b", gpus=1):
 
 def test_three_calls_cover_every_region_and_the_accelerator_filter_is_the_apis(recorded_gce):
     (regions, _, offers), requests = recorded_gce
-    assert [r.split("?")[0] for r in requests] == ["/compute/v1/projects/gemma-proj/regions",
-                                                   "/compute/v1/projects/gemma-proj",
-                                                   "/compute/v1/projects/gemma-proj/aggregated/acceleratorTypes"]
+    assert [r.split("?")[0] for r in requests] == ["GET /compute/v1/projects/gemma-proj/regions",
+                                                   "GET /compute/v1/projects/gemma-proj",
+                                                   "GET /compute/v1/projects/gemma-proj/aggregated/acceleratorTypes"]
     assert "filter=name+%3D+%22nvidia-tesla-t4%22" in requests[2]
     assert len(regions) == 5 and offers["us-east1-b"] == 2 and "us-west2-a" not in offers
 
@@ -227,12 +227,12 @@ def test_the_stacks_own_endpoint_makes_room_in_its_region():
 
 
 def test_the_cli_prints_every_region_and_the_lines_that_move_the_stack(monkeypatch, capsys):
-    from gce_standin import ComputeStandIn
+    from compute_standin import ComputeStandIn
 
     from gemma4_t4.cli import main
 
     fetch = gce_capacity.fetch_gce_regions
-    with ComputeStandIn() as standin:
+    with ComputeStandIn("gemma-proj") as standin:
         monkeypatch.setattr(gce_capacity, "fetch_gce_regions",
                             lambda project, accelerator: fetch(project, accelerator, **standin.client_kwargs()))
         code = main(["preflight", "gce-t4", "--project-dir", str(REPO), "--project", "gemma-proj", "--all-regions"])

@@ -4,6 +4,7 @@ the guest's files and the clamp's source inside it, nothing named after the proj
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -77,3 +78,26 @@ def test_each_module_has_one_path():
     for folder in ("components", "cloudinit", "turing"):
         result = subprocess.run([sys.executable, "-c", f"import {folder}"], cwd=REPO, capture_output=True, text=True)
         assert result.returncode == 1 and f"{folder}/ is the package gemma4_t4.{folder}" in result.stderr
+
+
+# In a fresh interpreter: the clamp's modules, by their one name, and the package data beside them.
+ONE_CLAMP = """
+import importlib, importlib.resources as r, json, turing_clamp.policy
+try:
+    second = importlib.import_module("gemma4_t4.turing.turing_clamp.policy") is turing_clamp.policy
+except ModuleNotFoundError as refused:
+    second = str(refused)
+data = r.files("gemma4_t4.turing")
+print(json.dumps([second, (data / "Dockerfile").is_file(), (data / "turing_clamp" / "policy.py").is_file()]))
+"""
+
+
+def test_the_clamp_loads_under_one_module_name():
+    """turing/ is gemma4_t4's package data (the clamp's source, the image's build context), the clamp's code the
+    turing_clamp distribution: importing the clamp through gemma4_t4.turing, a second copy of its modules and
+    state, is refused with the name to import, and the data still reads."""
+    result = subprocess.run([sys.executable, "-c", ONE_CLAMP], cwd=REPO, capture_output=True, text=True, check=True)
+    second, dockerfile, source = json.loads(result.stdout)
+    assert second is not True, "gemma4_t4.turing.turing_clamp.policy is turing_clamp.policy: one copy, two names"
+    assert second is not False, "gemma4_t4.turing.turing_clamp.policy is a second copy of turing_clamp.policy"
+    assert "import turing_clamp" in second and dockerfile and source

@@ -142,6 +142,10 @@ def test_the_wheels_install_the_package_and_its_data_and_nothing_named_after_the
     for name in ("components", "cloudinit"):
         assert _run(str(python), "-c", f"import importlib.util as u; print(u.find_spec('{name}') is None)",
                     cwd=work).stdout.strip() == "True"
+    # The clamp's source is data there too: its code loads as turing_clamp alone.
+    second = subprocess.run([str(python), "-c", "import gemma4_t4.turing.turing_clamp.policy"], capture_output=True,
+                            text=True, cwd=work, env=_user_env())
+    assert second.returncode == 1 and "import turing_clamp" in second.stderr, second.stderr
 
 
 def test_a_users_program_builds_two_servers_and_an_endpoint_under_mocks(installed):
