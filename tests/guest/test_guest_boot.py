@@ -648,8 +648,8 @@ def test_a_guest_change_lands_on_the_running_vm(world):
 
 
 def as_an_earlier_release_left_it(world: dict, vm: harness.VM) -> None:
-    """VM's trust in NVIDIA's repository as 0.3.0's guest left it: the cuda-keyring package (its source and key),
-    none of the guest's own."""
+    """VM's trust in NVIDIA's repository as an earlier guest left it (0.3.0's, an earlier 0.4.0 build's): the
+    cuda-keyring package (its source and key), none of the guest's own."""
     (vm.root / CUDA_KEYRING.lstrip("/")).unlink()
     (vm.root / CUDA_SOURCES.lstrip("/")).unlink()
     deb = "opt/gemma4-t4-test/cuda-keyring_1.1-1_all.deb"
