@@ -622,6 +622,15 @@ def test_a_guest_change_lands_on_the_running_vm(world):
                                                   "ExecMainStartTimestampMonotonic").stdout != vllm_started, 900, vm)
     wait_for("vLLM healthy on the new bundle", lambda: healthy(world), 900, vm)
     report("a guest change: new user-data to serving again", time.monotonic() - started)
+    # The earlier release's cuda-keyring package is gone, its key kept as the pinned one (checked, not fetched), and
+    # apt reads one source for NVIDIA's repository, the guest's.
+    assert "replaced the cuda-keyring package with the key pinned by fingerprint" in vm.journal("gemma4-t4-provision")
+    assert vm.exec("dpkg", "-s", "cuda-keyring").returncode != 0, "cuda-keyring purged"
+    assert not (vm.root / fake_nvidia.KEYRING_LIST.lstrip("/")).exists()
+    assert (vm.root / CUDA_KEYRING.lstrip("/")).read_bytes() == fake_nvidia.keyring_bytes(world["nvidia_repo"])
+    policy = vm.exec("apt-cache", "policy")
+    assert policy.returncode == 0 and REPO_URL_PREFIX in policy.stdout, policy.stdout + policy.stderr
+    assert not [r for r in requests_since(world, requested, "nvidia") if r.endswith(".pub")], "the key was not fetched"
     assert len(vm.boots) == boots and vm.running(), "the same VM, not rebooted"
     assert "IDLE_STOP_MINUTES=45\n" in vm.exec("cat", f"{render.ETC_DIR}/guest.env").stdout
     # The new size in setup-swap.sh's other slot (an active swapfile cannot be renamed or removed), the old one gone.
@@ -636,15 +645,6 @@ def test_a_guest_change_lands_on_the_running_vm(world):
         w["key"] == "gemma4-t4/history" for w in network.guest_attribute_writes()[mark:]), 180, vm)
     assert "update" in phase_history(world), phase_history(world)
     assert_within_the_guest_attributes_rate(world)
-    # The earlier release's cuda-keyring package is gone, its key kept as the pinned one (checked, not fetched), and
-    # apt reads one source for NVIDIA's repository, the guest's.
-    assert "replaced the cuda-keyring package with the key pinned by fingerprint" in vm.journal("gemma4-t4-provision")
-    assert vm.exec("dpkg", "-s", "cuda-keyring").returncode != 0, "cuda-keyring purged"
-    assert not (vm.root / fake_nvidia.KEYRING_LIST.lstrip("/")).exists()
-    assert (vm.root / CUDA_KEYRING.lstrip("/")).read_bytes() == fake_nvidia.keyring_bytes(world["nvidia_repo"])
-    policy = vm.exec("apt-cache", "policy")
-    assert policy.returncode == 0 and REPO_URL_PREFIX in policy.stdout, policy.stdout + policy.stderr
-    assert not [r for r in requests_since(world, requested, "nvidia") if r.endswith(".pub")], "the key was not fetched"
 
 
 def as_an_earlier_release_left_it(world: dict, vm: harness.VM) -> None:
