@@ -4,9 +4,48 @@
 # Safe to run on every boot; it touches nothing (and needs no network) once nvidia-smi answers.
 set -euo pipefail
 
-: "${DRIVER_BRANCH:?}" "${CUDA_KEYRING_VERSION:?}" "${CUDA_REPO_URL:?}" "${REBOOT_FLAG:?}"
+: "${DRIVER_BRANCH:?}" "${CUDA_REPO_URL:?}" "${CUDA_REPO_KEY:?}" "${CUDA_REPO_KEY_FINGERPRINT:?}" "${REBOOT_FLAG:?}"
 log() { echo "install-driver: $*"; }
 export DEBIAN_FRONTEND=noninteractive
+lib=$(dirname "$(readlink -f "$0")")
+
+# NVIDIA's CUDA repository, trusted through its signing key pinned by fingerprint (guest.env, from the catalog):
+# the key is fetched from beside the repository and refused unless it is that one key (cuda_key.py), and only
+# then written where the source's Signed-By names it, so apt trusts this repository to that key alone.
+cuda_keyring=/etc/apt/keyrings/gemma4-t4-cuda.gpg
+cuda_sources=/etc/apt/sources.list.d/gemma4-t4-cuda.sources
+cuda_repo_changed=""
+cuda_repo() {
+  local key want
+  # A VM of an earlier release trusts the repository through NVIDIA's cuda-keyring package, fetched unchecked. Its
+  # source names the same repository with another Signed-By, which apt refuses outright ("Conflicting values set
+  # for option Signed-By"): the package is purged (its list and its keyring go, conffiles or not), and its key is
+  # kept only if it is the pinned one. Ours is removed first, so that apt can read its sources for the purge.
+  if dpkg-query -W -f='${db:Status-Abbrev}' cuda-keyring 2>/dev/null | grep -q '^[a-z][^n]'; then
+    if [ ! -s "$cuda_keyring" ] && [ -f /usr/share/keyrings/cuda-archive-keyring.gpg ]; then
+      python3 "$lib/cuda_key.py" /usr/share/keyrings/cuda-archive-keyring.gpg "$CUDA_REPO_KEY_FINGERPRINT" \
+        "$cuda_keyring" || true
+    fi
+    rm -f "$cuda_sources"
+    apt-get purge -y cuda-keyring || return 1
+    log "replaced the cuda-keyring package with the key pinned by fingerprint ($cuda_keyring)"
+    cuda_repo_changed=1
+  fi
+  if ! { [ -s "$cuda_keyring" ] && python3 "$lib/cuda_key.py" "$cuda_keyring" "$CUDA_REPO_KEY_FINGERPRINT" >/dev/null; }; then
+    key=$(mktemp)
+    curl -fsSL -S --retry 3 -o "$key" "$CUDA_REPO_URL/$CUDA_REPO_KEY" || { rm -f "$key"; return 1; }
+    python3 "$lib/cuda_key.py" "$key" "$CUDA_REPO_KEY_FINGERPRINT" "$cuda_keyring" || { rm -f "$key"; return 1; }
+    rm -f "$key"
+    cuda_repo_changed=1
+  fi
+  # deb822 (sources.list(5)): a flat repository is one exact path, "/", with no components.
+  want=$(printf '%s\n' "# gemma4-t4: NVIDIA's CUDA repository, signed by the key pinned in guest.env" "Types: deb" \
+    "URIs: $CUDA_REPO_URL/" "Suites: /" "Signed-By: $cuda_keyring")
+  if [ "$(cat "$cuda_sources" 2>/dev/null)" != "$want" ]; then
+    echo "$want" >"$cuda_sources"
+    cuda_repo_changed=1
+  fi
+}
 
 # Persistence mode on. NVIDIA's Debian package ships nvidia-persistenced.service static (no [Install], so
 # `systemctl enable` does nothing), StopWhenUnneeded=yes, and starting the daemon with --no-persistence-mode,
@@ -38,6 +77,8 @@ persistence_on() {
 }
 
 if nvidia-smi >/dev/null 2>&1; then
+  # Offline once done: the key on disk is checked again, nothing is fetched while it is the pinned one.
+  cuda_repo || log "warning: NVIDIA's repository is not set up with the pinned key (see above); the driver is loaded"
   persistence_on || log "warning: persistence mode is not on (see above); vLLM serves without it"
   log "driver loaded: $(nvidia-smi --query-gpu=name,compute_cap,memory.total,driver_version,persistence_mode \
     --format=csv,noheader)"
@@ -70,17 +111,8 @@ else
   touch "$REBOOT_FLAG"
 fi
 
-if [ "$(dpkg-query -W -f='${Version}' cuda-keyring 2>/dev/null || true)" != "$CUDA_KEYRING_VERSION" ]; then
-  keyring_deb=$(mktemp --suffix=.deb)
-  curl -fsSL --retry 3 -o "$keyring_deb" "$CUDA_REPO_URL/cuda-keyring_${CUDA_KEYRING_VERSION}_all.deb"
-  # Through apt (a path installs that file), not dpkg -i: apt waits for the package lock
-  # (DPkg::Lock::Timeout) that the image's apt timers may hold; dpkg fails at once. Readable by apt's
-  # download user (_apt).
-  chmod 0644 "$keyring_deb"
-  apt-get install -y "$keyring_deb"
-  rm -f "$keyring_deb"
-  apt-get update
-fi
+cuda_repo
+[ -z "$cuda_repo_changed" ] || apt-get update
 
 # NVIDIA's own pin for Debian, installed before the driver: it holds every package of the driver
 # (libglx-nvidia0, xserver-xorg-video-nvidia, ... not only nvidia-*) to the branch, so a newer

@@ -92,8 +92,10 @@ def guest_env(settings: GuestSettings) -> dict[str, str]:
         "VLLM_LOCK": VLLM_LOCK,
         "CLAMP_SRC": CLAMP_SRC,
         "DRIVER_BRANCH": catalog.PINS["nvidia.driver_branch"],
-        "CUDA_KEYRING_VERSION": catalog.PINS["nvidia.cuda_keyring"],
-        "CUDA_REPO_URL": "https://developer.download.nvidia.com/compute/cuda/repos/debian13/x86_64",
+        "CUDA_REPO_URL": catalog.PINS["nvidia.cuda_repo_url"],
+        # The repository's signing key, fetched from beside it, is trusted only with this fingerprint.
+        "CUDA_REPO_KEY": catalog.PINS["nvidia.cuda_repo_key"],
+        "CUDA_REPO_KEY_FINGERPRINT": catalog.PINS["nvidia.cuda_repo_key_fingerprint"],
         "REBOOT_FLAG": "/run/gemma4-t4/reboot-required",
         "IDLE_STOP_MINUTES": str(settings.idle_stop_minutes),
     }

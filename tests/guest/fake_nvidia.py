@@ -2,8 +2,14 @@
 branches (the pinned one and a newer one, as the real repository carries), and programs that
 behave like the driver's on a VM with a Tesla T4.
 
-- cuda-keyring_1.1-1_all.deb (beside the index, as NVIDIA publishes it): the repository's apt
-  source. The stand-in is unsigned and marked trusted=yes; the real keyring ships NVIDIA's key.
+- signed as NVIDIA's is: InRelease and Release.gpg by a key made for the test (ed25519, gpg), published beside the
+  index as KEY_FILE as NVIDIA publishes 8793F200.pub; build() returns its fingerprint, which the boot test pins in
+  the guest in place of NVIDIA's (test.env's CUDA_REPO_KEY_FINGERPRINT). No source says trusted=yes: apt on the
+  guest checks every index against the key the guest installed.
+- cuda-keyring_1.1-1_all.deb (beside the index, as NVIDIA publishes it): what an earlier release's guest installed,
+  unchecked. As NVIDIA's does ([gce-t4-article]: /etc/apt/sources.list.d/cuda-debian13-x86_64.list, "deb
+  [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] .../debian13/x86_64/ /"), it ships the repository's key
+  and a source that names it.
 - nvidia-driver-pinning-BRANCH: NVIDIA's documented pin, holding every driver package to BRANCH.
 - nvidia-driver depends, version for version, on nvidia-kernel-open-dkms, libglx-nvidia0,
   libegl-nvidia0, xserver-xorg-video-nvidia, nvidia-smi, nvidia-modprobe: a pin that misses any
@@ -24,13 +30,20 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
+import shutil
 import subprocess
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 BRANCHES = {"615": "615.71.09-1", "620": "620.20.01-1"}
 DRIVER_PACKAGES = ["nvidia-kernel-open-dkms", "libglx-nvidia0", "libegl-nvidia0", "xserver-xorg-video-nvidia",
                    "nvidia-smi", "nvidia-modprobe"]
 STATE = "/run/nvidia-standin"
+# The package's files as NVIDIA's cuda-keyring ships them ([gce-t4-article]'s source list).
+KEYRING_LIST = "/etc/apt/sources.list.d/cuda-debian13-x86_64.list"
+KEYRING_KEY = "/usr/share/keyrings/cuda-archive-keyring.gpg"
 
 NVIDIA_SMI = """#!/bin/sh
 # Stand-in: a Tesla T4 once the module is loaded (at the boot after the install).
@@ -165,7 +178,8 @@ WantedBy=sysinit.target
 
 
 def _deb(out: Path, name: str, version: str, depends: str = "", files: dict[str, tuple[str, int]] | None = None,
-         links: dict[str, str] | None = None, postinst: str | None = None, preinst: str | None = None) -> Path:
+         links: dict[str, str] | None = None, postinst: str | None = None, preinst: str | None = None,
+         binaries: dict[str, Path] | None = None) -> Path:
     root = out / "build" / f"{name}_{version}"
     (root / "DEBIAN").mkdir(parents=True, exist_ok=True)
     control = [f"Package: {name}", f"Version: {version}", "Architecture: all" if name == "cuda-keyring"
@@ -183,6 +197,11 @@ def _deb(out: Path, name: str, version: str, depends: str = "", files: dict[str,
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
         target.chmod(mode)
+    for path, source in (binaries or {}).items():
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target)
+        target.chmod(0o644)
     for path, dest in (links or {}).items():
         target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -194,11 +213,60 @@ def _deb(out: Path, name: str, version: str, depends: str = "", files: dict[str,
     return deb
 
 
-def build(out: Path, repo_url: str) -> None:
-    """The repository's files under OUT, as served at REPO_URL (NVIDIA's flat layout: `deb URL /`)."""
+class SigningKey:
+    """A key made for the test in a GnuPG home of its own (a short path: gpg-agent's socket lives there)."""
+
+    def __init__(self) -> None:
+        self.home = tempfile.mkdtemp(prefix="g4t4-gpg-")
+        self.gpg("--quick-gen-key", "gemma4-t4 boot test (NVIDIA stand-in) <test@invalid>", "ed25519", "sign", "never")
+        listed = self.gpg("--with-colons", "--list-keys").stdout
+        self.fingerprint = next(line.split(":")[9] for line in listed.splitlines() if line.startswith("fpr:"))
+
+    def gpg(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "", *args],
+                              env={**os.environ, "GNUPGHOME": self.home}, check=True, capture_output=True, text=True)
+
+    def sign(self, release: Path) -> None:
+        """InRelease (clear-signed) and Release.gpg (detached), as a signed flat repository carries them."""
+        self.gpg("--yes", "--clearsign", "--output", str(release.with_name("InRelease")), str(release))
+        self.gpg("--yes", "--armor", "--detach-sign", "--output", str(release.with_name("Release.gpg")), str(release))
+
+    def close(self) -> None:
+        subprocess.run(["gpgconf", "--kill", "all"], env={**os.environ, "GNUPGHOME": self.home}, capture_output=True)
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+def build(out: Path, repo_url: str, key_file: str) -> str:
+    """The repository's files under OUT, as served at REPO_URL (NVIDIA's flat layout: `deb URL /`), signed by a key
+    made for it, published as KEY_FILE beside the index. Returns that key's fingerprint."""
     out.mkdir(parents=True, exist_ok=True)
-    debs = [_deb(out, "cuda-keyring", "1.1-1", files={
-        "/etc/apt/sources.list.d/cuda-debian13-x86_64.list": (f"deb [trusted=yes] {repo_url}/ /\n", 0o644)})]
+    key = SigningKey()
+    try:
+        (out / key_file).write_text(key.gpg("--armor", "--export").stdout)
+        binary = subprocess.run(["gpg", "--batch", "--export"], env={**os.environ, "GNUPGHOME": key.home},
+                                check=True, capture_output=True).stdout
+        keyring_dir = out / "build" / "keyring"
+        keyring_dir.mkdir(parents=True, exist_ok=True)
+        (keyring_dir / "cuda-archive-keyring.gpg").write_bytes(binary)
+        debs = [_deb(out, "cuda-keyring", "1.1-1", files={
+            KEYRING_LIST: (f"deb [signed-by={KEYRING_KEY}] {repo_url}/ /\n", 0o644)},
+            binaries={KEYRING_KEY: keyring_dir / "cuda-archive-keyring.gpg"})]
+        debs += _driver_debs(out)
+        # the keyring is fetched by URL, not through apt
+        flat_repo(out, [deb for deb in debs if not deb.name.startswith("cuda-keyring")],
+                  "gemma4-t4 boot test (NVIDIA stand-in)", "cuda", sign=key.sign)
+        return key.fingerprint
+    finally:
+        key.close()
+
+
+def keyring_bytes(out: Path) -> bytes:
+    """The key the cuda-keyring stand-in ships (the repository's, dearmored), of the repository built in OUT."""
+    return (out / "build" / "keyring" / "cuda-archive-keyring.gpg").read_bytes()
+
+
+def _driver_debs(out: Path) -> list[Path]:
+    debs = []
     for branch, version in BRANCHES.items():
         pin = f"Package: *nvidia* libcuda* libnv* firmware-nvidia*\nPin: version {branch}.*\nPin-Priority: 1000\n"
         debs.append(_deb(out, f"nvidia-driver-pinning-{branch}", version,
@@ -218,9 +286,7 @@ def build(out: Path, repo_url: str) -> None:
                                 "/usr/bin/nvidia-persistenced": (NVIDIA_PERSISTENCED.format(state=STATE), 0o755)}))
         for name in ("libglx-nvidia0", "libegl-nvidia0", "xserver-xorg-video-nvidia"):
             debs.append(_deb(out, name, version, preinst=UNPACK_PREINST if name == SLOW_UNPACK else None))
-    # the keyring is fetched by URL, not through apt
-    flat_repo(out, [deb for deb in debs if not deb.name.startswith("cuda-keyring")],
-              "gemma4-t4 boot test (NVIDIA stand-in)", "cuda")
+    return debs
 
 
 def running_kernel_headers(out: Path, release: str) -> None:
@@ -235,8 +301,10 @@ def running_kernel_headers(out: Path, release: str) -> None:
     flat_repo(out, [deb], "gemma4-t4 boot test (the running kernel's headers)", "headers")
 
 
-def flat_repo(out: Path, debs: list[Path], origin: str, label: str) -> None:
-    """Packages, Packages.gz and Release for DEBS in OUT, as a flat repository (`deb URL /`) carries them."""
+def flat_repo(out: Path, debs: list[Path], origin: str, label: str,
+              sign: Callable[[Path], None] | None = None) -> None:
+    """Packages, Packages.gz and Release for DEBS in OUT, as a flat repository (`deb URL /`) carries them; SIGN, when
+    given, signs the Release."""
     stanzas = []
     for deb in debs:
         control = subprocess.run(["dpkg-deb", "-f", str(deb)], check=True, capture_output=True, text=True).stdout
@@ -252,3 +320,5 @@ def flat_repo(out: Path, debs: list[Path], origin: str, label: str) -> None:
         data = (out / name).read_bytes()
         lines.append(f" {hashlib.sha256(data).hexdigest()} {len(data)} {name}")
     (out / "Release").write_text("\n".join(lines) + "\n")
+    if sign is not None:
+        sign(out / "Release")

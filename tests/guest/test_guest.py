@@ -160,7 +160,8 @@ def test_every_apt_get_waits_for_apts_lock_and_dpkg_is_recovered_first():
     assert provision.index('step "dpkg"') < provision.index('step "packages"') < provision.index('step "nvidia driver"')
     assert '"$lib/dpkg-recover.sh"' in provision
     driver = (REPO / "cloudinit" / "scripts" / "install-driver.sh").read_text()
-    assert "\ndpkg -i" not in driver and "  dpkg -i" not in driver and 'apt-get install -y "$keyring_deb"' in driver, "the keyring waits for apt's lock"
+    assert "dpkg -i" not in driver and "dpkg --purge" not in driver, "every package change waits for apt's lock"
+    assert "apt-get purge -y cuda-keyring" in driver
 
 
 def test_the_vm_gets_a_cxx_compiler_and_the_persistence_daemon():

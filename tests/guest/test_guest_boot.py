@@ -48,6 +48,9 @@ MODEL_DIR = f"{render.DATA_MOUNT}/cache/models/tiny"
 OVERRIDES = [f"model={MODEL_DIR}", "servedModelName=tiny", "maxModelLen=256", "dtype=float32", "swapSizeGb=1",
              "allowUnsizedModel=true"]
 REPO_URL_PREFIX = "/compute/cuda/repos/debian13/x86_64"
+# install-driver.sh's source for NVIDIA's repository and the key it checked
+CUDA_SOURCES = "/etc/apt/sources.list.d/gemma4-t4-cuda.sources"
+CUDA_KEYRING = "/etc/apt/keyrings/gemma4-t4-cuda.gpg"
 CPU_STANDIN_REFUSAL = "torch carries sm_75 but sees no T4"
 TIMES: dict[str, float] = {}
 _capture: list = []  # pytest's capture manager: the figures show in CI's log, captured or not
@@ -169,10 +172,12 @@ def _world(request, overrides: list[str] = OVERRIDES, hub_repos: dict[str, str] 
                      next(f["content"] for f in yaml.safe_load(metadata["user-data"])["write_files"]
                           if f["path"] == f"{render.ETC_DIR}/guest.env").splitlines() if "=" in line)
     assert guest_env["CUDA_REPO_URL"] == f"https://developer.download.nvidia.com{REPO_URL_PREFIX}"
+    assert guest_env["CUDA_REPO_KEY_FINGERPRINT"] == catalog.PINS["nvidia.cuda_repo_key_fingerprint"]
 
     ca = make_tls(work / "tls")
     nvidia_repo = work / "nvidia-repo"
-    fake_nvidia.build(nvidia_repo, guest_env["CUDA_REPO_URL"])
+    # Signed by a key of the test's own, which the VMs' test.env pins in place of NVIDIA's.
+    cuda_key_fingerprint = fake_nvidia.build(nvidia_repo, guest_env["CUDA_REPO_URL"], guest_env["CUDA_REPO_KEY"])
     # The provider sends metadata_startup_script as the startup-script key (terraform-provider-google,
     # google/services/compute/metadata.go: resourceInstanceMetadata).
     attributes = {**metadata, "startup-script": vm_state["metadataStartupScript"]}
@@ -180,7 +185,8 @@ def _world(request, overrides: list[str] = OVERRIDES, hub_repos: dict[str, str] 
                 "hostname": f"{vm_state['name']}.us-west2-b.c.mock-project.internal", "name": vm_state["name"],
                 "attributes": attributes}
     state: dict = {"work": work, "tarball": tarball, "metadata": metadata, "vm_state": vm_state, "ca": ca["ca_pem"],
-                   "vms": [], "network": None, "disk": None}
+                   "vms": [], "network": None, "disk": None, "nvidia_repo": nvidia_repo,
+                   "cuda_key_fingerprint": cuda_key_fingerprint}
     # Killed or interrupted, the test still ends its machines, turns the guest's swap off on the host, detaches
     # the loop device and removes the namespace (in that order: the teardown runs last-added first).
     teardown = harness.Teardown()
@@ -274,7 +280,7 @@ def new_vm(world: dict, name: str, allow_cpu_standin: bool, extra_system_user: s
     # The stand-in lock the VMs of this world install (a vLLM version change gives it another).
     (vm.root / "opt/gemma4-t4-test/standin-lock.txt").write_text(world.get("standin_lock") or STANDIN_LOCK.read_text())
     shutil.copy(REPO / "tests" / "fixtures" / "make_tiny_model.py", vm.root / "opt/gemma4-t4-test/")
-    write_test_env(vm, allow_cpu_standin)
+    write_test_env(vm, allow_cpu_standin, CUDA_REPO_KEY_FINGERPRINT=world["cuda_key_fingerprint"])
     if extra_system_user:  # another image: a system user takes the UID the service user had before
         harness.sh("chroot", str(vm.root), "useradd", "--system", "--no-create-home", extra_system_user)
     world["vms"].append(vm)
@@ -282,11 +288,13 @@ def new_vm(world: dict, name: str, allow_cpu_standin: bool, extra_system_user: s
 
 
 def write_test_env(vm: harness.VM, allow_cpu_standin: bool, **changes: str | None) -> None:
-    """The boot test's own settings; CHANGES adds or (None) removes values."""
-    values: dict[str, str | None] = {
-        "VLLM_LOCK": "/opt/gemma4-t4-test/standin-lock.txt", "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1",
-        "GEMMA4_T4_ALLOW_CPU_STANDIN": "1" if allow_cpu_standin else "0", **changes}
+    """The boot test's own settings; CHANGES adds or (None) removes values. A value the file has and these do not
+    name stays (the NVIDIA stand-in's key, which new_vm pins)."""
     path = vm.root / render.TEST_ENV.lstrip("/")
+    kept = dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line) if path.exists() else {}
+    values: dict[str, str | None] = {
+        **kept, "VLLM_LOCK": "/opt/gemma4-t4-test/standin-lock.txt", "VLLM_CPU_KVCACHE_SPACE": "1",
+        "HF_HUB_OFFLINE": "1", "GEMMA4_T4_ALLOW_CPU_STANDIN": "1" if allow_cpu_standin else "0", **changes}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f"{k}={v}\n" for k, v in values.items() if v is not None))
 
@@ -468,8 +476,12 @@ def test_boot_1_blank_disk_to_serving(world):
     assert active(vm, "nvidia-persistenced"), vm.exec("systemctl", "status", "nvidia-persistenced").stdout
     persistence = vm.exec("nvidia-smi", "--query-gpu=persistence_mode", "--format=csv,noheader").stdout.strip()
     assert persistence == "Enabled", vm.journal("nvidia-persistenced")
-    # The CUDA keyring came through apt (which waits for the package lock), not dpkg -i.
-    assert "\nInstall: cuda-keyring:" in vm.exec("cat", "/var/log/apt/history.log").stdout
+    # NVIDIA's repository is trusted through the key the guest fetched and checked against the pinned fingerprint
+    # (the test's own here), not through the cuda-keyring package; apt verified the signed index against it.
+    assert f"the pinned key {world['cuda_key_fingerprint']}" in provision, provision[-3000:]
+    assert vm.exec("dpkg-query", "-W", "cuda-keyring").returncode != 0, "no cuda-keyring package"
+    assert (vm.root / CUDA_SOURCES.lstrip("/")).read_text().endswith(f"Signed-By: {CUDA_KEYRING}\n")
+    assert "trusted=yes" not in vm.exec("sh", "-c", "cat /etc/apt/sources.list.d/*").stdout
     # cloud-init ran once, from the bootstrap, which marked it done; its own boot units stay off.
     assert (vm.root / "etc/cloud/cloud-init.disabled").exists()
     assert (vm.root / "var/lib/gemma4-t4/cloud-init-done").exists()
@@ -597,7 +609,8 @@ def test_a_guest_change_lands_on_the_running_vm(world):
     and serves from the new serve.sh after one restart of vLLM."""
     vm = world["vms"][0]
     network = world["network"]
-    boots, mark = len(vm.boots), len(network.guest_attribute_writes())
+    as_an_earlier_release_left_it(world, vm)
+    boots, mark, requested = len(vm.boots), len(network.guest_attribute_writes()), len(network.requests())
     changed, bundle = later_release(GUEST_CHANGE)
     assert changed["metadataStartupScript"] == world["vm_state"]["metadataStartupScript"], "no new VM"
     vllm_started = vm.exec("systemctl", "show", "gemma4-vllm", "-P", "ExecMainStartTimestampMonotonic").stdout
@@ -609,6 +622,15 @@ def test_a_guest_change_lands_on_the_running_vm(world):
                                                   "ExecMainStartTimestampMonotonic").stdout != vllm_started, 900, vm)
     wait_for("vLLM healthy on the new bundle", lambda: healthy(world), 900, vm)
     report("a guest change: new user-data to serving again", time.monotonic() - started)
+    # The earlier release's cuda-keyring package is gone, its key kept as the pinned one (checked, not fetched), and
+    # apt reads one source for NVIDIA's repository, the guest's.
+    assert "replaced the cuda-keyring package with the key pinned by fingerprint" in vm.journal("gemma4-t4-provision")
+    assert vm.exec("dpkg", "-s", "cuda-keyring").returncode != 0, "cuda-keyring purged"
+    assert not (vm.root / fake_nvidia.KEYRING_LIST.lstrip("/")).exists()
+    assert (vm.root / CUDA_KEYRING.lstrip("/")).read_bytes() == fake_nvidia.keyring_bytes(world["nvidia_repo"])
+    policy = vm.exec("apt-cache", "policy")
+    assert policy.returncode == 0 and REPO_URL_PREFIX in policy.stdout, policy.stdout + policy.stderr
+    assert not [r for r in requests_since(world, requested, "nvidia") if r.endswith(".pub")], "the key was not fetched"
     assert len(vm.boots) == boots and vm.running(), "the same VM, not rebooted"
     assert "IDLE_STOP_MINUTES=45\n" in vm.exec("cat", f"{render.ETC_DIR}/guest.env").stdout
     # The new size in setup-swap.sh's other slot (an active swapfile cannot be renamed or removed), the old one gone.
@@ -623,6 +645,18 @@ def test_a_guest_change_lands_on_the_running_vm(world):
         w["key"] == "gemma4-t4/history" for w in network.guest_attribute_writes()[mark:]), 180, vm)
     assert "update" in phase_history(world), phase_history(world)
     assert_within_the_guest_attributes_rate(world)
+
+
+def as_an_earlier_release_left_it(world: dict, vm: harness.VM) -> None:
+    """VM's trust in NVIDIA's repository as an earlier guest left it (0.3.0's, an earlier 0.4.0 build's): the
+    cuda-keyring package (its source and key), none of the guest's own."""
+    (vm.root / CUDA_KEYRING.lstrip("/")).unlink()
+    (vm.root / CUDA_SOURCES.lstrip("/")).unlink()
+    deb = "opt/gemma4-t4-test/cuda-keyring_1.1-1_all.deb"
+    shutil.copy(world["nvidia_repo"] / Path(deb).name, vm.root / deb)
+    # dpkg fails at once while apt's timers hold the lock (the guest's apt waits; this does not).
+    wait_for("the cuda-keyring package installed", lambda: vm.exec("dpkg", "-i", f"/{deb}").returncode == 0, 300, vm)
+    assert REPO_URL_PREFIX in vm.exec("apt-cache", "policy").stdout
 
 
 # The guest change above: a new swap size and idle stop, from a release whose serve.sh changed.
