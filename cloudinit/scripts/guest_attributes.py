@@ -76,12 +76,15 @@ def one_line(text: str) -> str:
 
 
 def record_phase(state: dict, phase: str, detail: str, now: float) -> None:
-    """PHASE began at NOW. Provisioning again after the VM served (a later boot) starts a new history; a
-    phase that is already the current one only gets the new detail."""
+    """PHASE began at NOW. Provisioning again after the VM served (a later boot) starts a new history, unless an
+    update in place began it: the progress unit may say `serving` (the old vLLM still answers) between the bundle's
+    `update` and provisioning's start, and that update's history goes on. A phase that is already the current one
+    only gets the new detail."""
     if phase not in PHASES:
         raise ValueError(f"unknown phase {phase!r}: one of {', '.join(PHASES)}")
     history = state.setdefault("history", [])
-    if phase == "provision" and history and history[-1][0] == "serving":
+    served = [entry[0] for entry in history[-2:]]
+    if phase == "provision" and served[-1:] == ["serving"] and served != ["update", "serving"]:
         history.clear()
     if not history or history[-1][0] != phase:
         history.append([phase, int(now)])

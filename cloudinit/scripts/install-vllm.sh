@@ -22,7 +22,12 @@ lock_broken() {
 }
 
 export TMPDIR="$DATA_MOUNT/tmp" PIP_CACHE_DIR="$DATA_MOUNT/pipcache"
-mkdir -p "$TMPDIR" "$PIP_CACHE_DIR"
+mkdir -p "$TMPDIR" "$PIP_CACHE_DIR" "$(dirname "$VENV")"
+
+# One install or prune of the venvs at a time (flock(1), held until this script ends): prune-venvs.sh removes every
+# venv but the one $VENV names, and a new one is not named there until it is whole and switched to below.
+exec 9>"$(dirname "$VENV")/.venvs.lock"
+flock 9
 
 # The lock's identity: what pip installs from it, its lines but the comments (a new header or resolver note makes no
 # new venv; every pin and hash is in the rest).

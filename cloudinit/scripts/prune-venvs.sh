@@ -21,14 +21,26 @@ serving_from_current() {
   grep -qF " $current/" "/proc/$pid/maps" 2>/dev/null
 }
 
-start=$SECONDS
-until serving_from_current; do
-  if [ $((SECONDS - start)) -ge "$wait_s" ]; then
-    log "vLLM has not served from $(readlink -f "$VENV") within ${wait_s} s: keeping every venv"
-    exit 0
-  fi
-  sleep 15
-done
+# wait_serving_under_lock: vLLM serves from the current venv, checked again holding install-vllm.sh's lock (fd 9), so
+# no install is making a venv that $VENV does not name yet; false: not within $wait_s.
+exec 9>"$(dirname "$VENV")/.venvs.lock"
+wait_serving_under_lock() {
+  local start=$SECONDS
+  while true; do
+    if serving_from_current; then
+      flock 9
+      serving_from_current && return 0
+      flock -u 9 # an install switched $VENV meanwhile: wait for vLLM to serve from the new one
+    fi
+    [ $((SECONDS - start)) -lt "$wait_s" ] || return 1
+    sleep 15
+  done
+}
+
+if ! wait_serving_under_lock; then
+  log "vLLM has not served from $(readlink -f "$VENV") within ${wait_s} s: keeping every venv"
+  exit 0
+fi
 
 current=$(readlink -f "$VENV")
 for dir in "$(dirname "$VENV")"/venv "$(dirname "$VENV")"/venv-*; do

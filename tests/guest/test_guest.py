@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import uuid as uuidlib
 from pathlib import Path
 
@@ -659,7 +660,7 @@ def test_old_venvs_go_only_once_vllm_serves_from_the_new_one(tmp_path):
     try:
         kept = _prune(tmp_path, old_server.pid)
         assert kept.returncode == 0 and "keeping every venv" in kept.stdout
-        assert sorted(p.name for p in vllm.iterdir()) == ["current", "venv", "venv-0.30.0-aaaaaaaaaaaa",
+        assert sorted(p.name for p in vllm.iterdir() if p.name != ".venvs.lock") == ["current", "venv", "venv-0.30.0-aaaaaaaaaaaa",
                                                           "venv-0.33.0-bbbbbbbbbbbb"]
     finally:
         old_server.kill()
@@ -671,8 +672,35 @@ def test_old_venvs_go_only_once_vllm_serves_from_the_new_one(tmp_path):
     finally:
         new_server.kill()
     assert pruned.returncode == 0, pruned.stderr
-    assert sorted(p.name for p in vllm.iterdir()) == ["current", "venv-0.33.0-bbbbbbbbbbbb"]
+    assert sorted(p.name for p in vllm.iterdir() if p.name != ".venvs.lock") == ["current", "venv-0.33.0-bbbbbbbbbbbb"]
     assert f"removing {vllm / 'venv'}" in pruned.stdout
+
+
+def test_a_venv_being_installed_is_not_pruned_while_the_old_one_serves(tmp_path):
+    """A vLLM version change on a running VM: install-vllm.sh makes the new venv beside the old one while the old vLLM
+    still serves, and $VENV names the new one only once it is whole. A prune that starts meanwhile (vLLM healthy from
+    the venv $VENV names) waits for the install's lock, sees $VENV switched, and removes nothing (the boot test met the
+    new venv removed mid-install, and the install failing on its missing python, again and again)."""
+    vllm = tmp_path / "vllm"
+    old, new = vllm / "venv-0.30.0-aaaaaaaaaaaa", vllm / "venv-0.33.0-bbbbbbbbbbbb"
+    for venv in (old, new):
+        (venv / "bin").mkdir(parents=True)
+    (vllm / "current").symlink_to(old)
+    install = (REPO / "cloudinit" / "scripts" / "install-vllm.sh").read_text()
+    assert 'exec 9>"$(dirname "$VENV")/.venvs.lock"\nflock 9\n' in install, "the install holds the venvs' lock"
+    lock = vllm / ".venvs.lock"
+    installing = subprocess.Popen(["flock", str(lock), "sh", "-c", f"touch {tmp_path}/locked; sleep 2; "
+                                   f"ln -sfn {new} {vllm}/current.new && mv -T {vllm}/current.new {vllm}/current"])
+    old_server = _serving_from(tmp_path, old)
+    try:
+        while not (tmp_path / "locked").exists():
+            time.sleep(0.05)
+        pruned = _prune(tmp_path, old_server.pid)
+    finally:
+        old_server.kill()
+        installing.wait(10)
+    assert pruned.returncode == 0 and "keeping every venv" in pruned.stdout, pruned.stdout + pruned.stderr
+    assert old.exists() and new.exists()
 
 
 def test_the_service_runs_a_symlink_to_the_locks_own_venv():

@@ -82,6 +82,19 @@ def test_history_continues_through_the_driver_reboot_and_restarts_on_a_later_boo
         attrs.record_phase(state, "downloading", "", 3002)
 
 
+def test_an_update_in_place_keeps_its_history_when_the_old_vllm_is_said_serving_before_provisioning(attrs):
+    """The bundle records `update`; the progress unit, restarted with it, sees the old vLLM healthy and says `serving`
+    before provisioning starts again (a race the boot test met): provisioning continues the update's history."""
+    state: dict = {}
+    for at, phase in enumerate(("provision", "loading", "serving", "update", "serving", "provision", "loading",
+                                "serving")):
+        attrs.record_phase(state, phase, "", 1000 + at)
+    assert attrs.attributes(state)["history"] == ("provision@1000 loading@1001 serving@1002 update@1003 serving@1004 "
+                                                  "provision@1005 loading@1006 serving@1007")
+    attrs.record_phase(state, "provision", "", 2000)  # a later boot, after the update served
+    assert attrs.attributes(state)["history"] == "provision@2000"
+
+
 def test_a_boot_that_keeps_failing_keeps_how_it_began_and_its_latest_phases(attrs):
     state: dict = {}
     phases = ["provision", "driver", "vllm-install", "reboot"] + ["provision", "driver", "retrying"] * 30
