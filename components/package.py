@@ -41,7 +41,8 @@ from .base import ServingArgs, T4ServingComponent, output_names
 from .config import GceT4ServerSettings, keys_of
 from .gce import GceT4Server
 from .sagemaker import SageMakerT4Endpoint
-from .sagemaker.image import TuringImage, TuringImageSettings
+from .sagemaker.image import TuringImage
+from .sagemaker.image_settings import TuringImageSettings
 from .sagemaker.settings import SageMakerT4EndpointSettings
 from .step import foreign_program_note
 

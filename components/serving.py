@@ -137,7 +137,7 @@ def revision_note(serving: ServingConfig) -> str | None:
     if not serving.from_hub:
         return None
     if serving.revision is None and serving.model == catalog.DEFAULT_MODEL:
-        return None  # the user chose nothing: the plan says it once, as a fact (core.plan.revision_line)
+        return None  # the user chose nothing: the plan says it once, as a fact (core.plan_lines.revision_line)
     if serving.revision is None:
         return (f"model revision not pinned: the Hub's main of {serving.model} may change under the stack; "
                 "set modelRevision to a commit")

@@ -26,7 +26,8 @@ from .clouds import standins
 from .clouds.gce.standins import GceWorld, explicit_gcp_project, gcp_state
 from .clouds.sagemaker.standins import AwsWorld, default_provider_region, region_answer, region_unset
 from .components.gce.provider_answers import GET_DISK
-from .components.sagemaker.provider_answers import GET_REGION, GET_REPOSITORY, RUN
+from .components.provider_answers import RUN
+from .components.sagemaker.provider_answers import GET_REGION, GET_REPOSITORY
 from .core.mock_answers import Invoke, ProviderInvokeError, mock_state
 
 PROVIDERS = "pulumi:providers:"
@@ -95,4 +96,7 @@ class ProviderMocks(pulumi.runtime.Mocks):
         return str(region)
 
 
+# Public API (docs/library.md), so it gathers what a user's mocks need from where each is defined; GET_REGION as
+# 0.3.0's gemma4_t4.testing published it (CHANGELOG, "Imports that moved"). tests/tree/test_one_import_path.py
+# lists these re-exports; the package's own modules import each name from the module that defines it.
 __all__ = ["GET_REGION", "AwsWorld", "GceWorld", "ProviderInvokeError", "ProviderMocks", "default_provider_region"]

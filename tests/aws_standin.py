@@ -43,7 +43,7 @@ from moto.server import ThreadedMotoServer
 from gemma4_t4.clouds.sagemaker.standins import AwsWorld
 from gemma4_t4.components import provider_answers as answers
 from gemma4_t4.components.step import STEPS
-from gemma4_t4.core.plan import ProviderInvokeError
+from gemma4_t4.core.mock_answers import ProviderInvokeError
 
 ACCOUNT = "123456789012"  # moto's default account
 REGION = "us-east-2"

@@ -20,13 +20,14 @@ from gemma4_t4 import components
 from gemma4_t4.clouds import CLOUDS, standins
 from gemma4_t4.components import package
 from gemma4_t4.core import plan as offline
+from gemma4_t4.core.mock_answers import Invoke
 from gemma4_t4.errors import PROJECT
 
 STACK = "probe"
 
 
-def _invokes() -> dict[str, offline.Invoke]:
-    found: dict[str, offline.Invoke] = {}
+def _invokes() -> dict[str, Invoke]:
+    found: dict[str, Invoke] = {}
     for cloud in CLOUDS.values():
         found.update(cloud.mock_invokes(None))
     return found

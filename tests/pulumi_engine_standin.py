@@ -34,7 +34,7 @@ from conftest import REPO
 from gemma4_t4 import clouds
 from gemma4_t4.clouds.sagemaker.standins import aws_state
 from gemma4_t4.core import plan as offline
-from gemma4_t4.core.plan import any_state
+from gemma4_t4.core.mock_answers import Invoke, any_state
 
 MODEL = "aws:sagemaker/model:Model"
 CONFIG = "aws:sagemaker/endpointConfiguration:EndpointConfiguration"
@@ -92,7 +92,7 @@ class Engine:
                 handler = invokes.get(args.token)
                 return handler(dict(args.args)) if handler is not None else {}
 
-        invokes: dict[str, offline.Invoke] = {}
+        invokes: dict[str, Invoke] = {}
         world = {"sagemaker": MotoWorld(aws=self.moto)}
         for cloud in clouds.CLOUDS.values():
             invokes.update(cloud.mock_invokes(world.get(cloud.name)))

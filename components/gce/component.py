@@ -33,21 +33,19 @@ from ..base import (
 )
 from ..serving import warn_unpinned
 from . import cost
-from .access import grant_operators, operator_role_id
+from .access import grant_operators
 from .checks import CheckedServer, check_server, log_shape
 from .guards import cost_guards
 from .guest import SERVING_METADATA_KEY
 from .hf_token import let_operators_in, token_secret
-from .names import GCE_NAME_MAX, gce_resource_name
 from .network import subnetwork_checked, vm_network
 from .outputs import connect_command, priced_per_hour
 from .server import server_vm
 from .settings import OnHostMaintenance, TerminationAction
-from .storage import APP_LABEL, DATA_DISK_DEVICE_NAME, RETAIN_LABEL, data_disk
+from .storage import APP_LABEL, data_disk
 
 # Where these lived before the component was split by concern (tests and callers import them from here).
-__all__ = ["DATA_DISK_DEVICE_NAME", "GCE_NAME_MAX", "RETAIN_LABEL", "GceT4Server", "GceT4ServerArgs",
-           "gce_resource_name", "operator_role_id"]
+__all__ = ["GceT4Server", "GceT4ServerArgs"]
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.
 LEGACY_TYPE = "gemma4-t4:gce:T4Server"

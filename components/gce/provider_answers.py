@@ -1,14 +1,13 @@
 """What the GCP provider's getDisk answers, word for word, with where each text comes from (how a failed invoke
-reaches the program: components/provider_answers.py, whose shared texts this module also offers)."""
+reaches the program, and the texts every provider shares: components/provider_answers.py)."""
 
 from __future__ import annotations
 
 import re
 
-from ..provider_answers import END_OF_ANSWER, USE_PROVIDER_MOCKS, engine_failure, provider_message
+from ..provider_answers import END_OF_ANSWER
 
-__all__ = ["GET_DISK", "USE_PROVIDER_MOCKS", "disk_forbidden", "disk_id", "disk_never_attached", "disk_not_found",
-           "engine_failure", "is_disk_not_found", "provider_message"]
+__all__ = ["GET_DISK", "disk_forbidden", "disk_id", "disk_never_attached", "disk_not_found", "is_disk_not_found"]
 
 GET_DISK = "gcp:compute/getDisk:getDisk"
 

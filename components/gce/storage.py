@@ -14,6 +14,7 @@ from pulumi_gcp._utilities import get_invoke_opts_defaults as gcp_invoke_default
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set, fix
 
+from ..provider_answers import USE_PROVIDER_MOCKS, provider_message
 from . import provider_answers as answers
 from .settings import GceT4ServerSettings
 
@@ -37,7 +38,7 @@ def _disk_answer(found: Any, name: str, zone: str) -> dict[str, Any]:
         # that answers {} would make every stack look new.
         raise ConfigError("retainDataDisk", f"{answers.GET_DISK} answered without a disk id for {name} in {zone}, "
                           "which the provider never does (a missing disk is its error "
-                          f"'{answers.disk_not_found('PROJECT', zone, name)}')", answers.USE_PROVIDER_MOCKS)
+                          f"'{answers.disk_not_found('PROJECT', zone, name)}')", USE_PROVIDER_MOCKS)
     labels = dict(found.labels or {})
     # The provider's id is projects/P/zones/Z/disks/NAME (answers.disk_id): P is the project even when the
     # provider's default project chose it.
@@ -55,7 +56,7 @@ def _lookup_failure(error: Exception, name: str, zone: str) -> ConfigError | Non
     if answers.is_disk_not_found(str(error), zone, name):
         return None
     return ConfigError("retainDataDisk", f"gemma4-t4 could not read whether the data disk {name} exists in "
-                       f"{zone} (it adopts a retained one): {answers.provider_message(error)}",
+                       f"{zone} (it adopts a retained one): {provider_message(error)}",
                        fix("let the account `pulumi up` runs as read disks in the project (compute.disks.get, "
                            "e.g. roles/compute.viewer; gcloud auth application-default login), or set ",
                            Set("project"), " to the project you mean"))

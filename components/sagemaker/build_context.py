@@ -7,7 +7,7 @@ from importlib.resources.abc import Traversable
 
 from .. import clamp
 
-__all__ = ["build_context_files", "clamp", "context_hash", "image_tag"]
+__all__ = ["build_context_files", "context_hash", "image_tag"]
 
 
 def build_context_files() -> dict[str, Traversable]:

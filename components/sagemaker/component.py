@@ -59,7 +59,7 @@ from .container import container_environment
 from .fleet import fleet_key
 from .guards import cost_guards
 from .image import TuringImage
-from .names import default_prefix, endpoint_log_groups, endpoint_name, endpoint_name_start
+from .names import default_prefix
 from .outputs import connect_command, contract_target
 from .scaling import autoscale
 from .server import serving_endpoint, serving_model, token_secret
@@ -67,8 +67,7 @@ from .settings import FleetChange, ImageBuilder, SageMakerT4EndpointSettings, Sc
 from .ttl import TtlParts, delete_after
 
 # Where these lived before the component was split by concern (tests and callers import them from here).
-__all__ = ["SageMakerT4Endpoint", "SageMakerT4EndpointArgs", "endpoint_log_groups", "endpoint_name",
-           "endpoint_name_start"]
+__all__ = ["SageMakerT4Endpoint", "SageMakerT4EndpointArgs"]
 
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.

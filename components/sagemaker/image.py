@@ -20,9 +20,8 @@ import pulumi
 
 from ..base import answered, provider_for, refusals, type_token, with_alias
 from ..config import validate
-from .access import step_environment
-from .build_context import build_context_files, image_tag
-from .image_build import CODEBUILD_IMAGE, base_digest_pin, codebuild_step, local_build_step
+from .build_context import image_tag
+from .image_build import codebuild_step, local_build_step
 from .image_settings import TuringImageSettings
 from .names import default_prefix
 from .region import provider_region
@@ -38,8 +37,7 @@ from .storage import (
 )
 
 # Where these lived before the image was split by concern (tests and callers import them from here).
-__all__ = ["CODEBUILD_IMAGE", "TuringImage", "TuringImageArgs", "TuringImageSettings", "base_digest_pin",
-           "build_context_files", "image_tag", "kept_repository_name", "refuse_unkeeping", "step_environment"]
+__all__ = ["TuringImage", "TuringImageArgs"]
 
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.

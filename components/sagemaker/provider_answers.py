@@ -1,23 +1,15 @@
 """What the AWS provider's getRepository and getRegion answer, word for word, with where each text comes from (how
-a failed invoke reaches the program: components/provider_answers.py, whose shared texts this module also offers,
-pulumi-command's local run among them)."""
+a failed invoke reaches the program, and the texts every provider shares, pulumi-command's local run among them:
+components/provider_answers.py)."""
 
 from __future__ import annotations
 
 import re
 
-from ..provider_answers import (
-    END_OF_ANSWER,
-    RUN,
-    USE_PROVIDER_MOCKS,
-    engine_failure,
-    provider_message,
-    run_answer,
-    run_failure,
-)
+from ..provider_answers import END_OF_ANSWER
 
-__all__ = ["GET_REGION", "GET_REPOSITORY", "RUN", "USE_PROVIDER_MOCKS", "engine_failure", "is_repository_not_found",
-           "provider_message", "repository_access_denied", "repository_not_found", "run_answer", "run_failure"]
+__all__ = ["GET_REGION", "GET_REPOSITORY", "is_repository_not_found", "repository_access_denied",
+           "repository_not_found"]
 
 GET_REPOSITORY = "aws:ecr/getRepository:getRepository"
 GET_REGION = "aws:index/getRegion:getRegion"

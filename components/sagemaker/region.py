@@ -6,7 +6,7 @@ import pulumi_aws as aws
 
 from gemma4_t4.errors import ConfigError, Set
 
-from . import provider_answers as answers
+from ..provider_answers import USE_PROVIDER_MOCKS, provider_message
 
 
 def provider_region(provider: pulumi.ProviderResource | None, opts: pulumi.ResourceOptions | None) -> str:
@@ -17,10 +17,10 @@ def provider_region(provider: pulumi.ProviderResource | None, opts: pulumi.Resou
         found = aws.get_region(opts=pulumi.InvokeOptions(provider=provider, parent=opts.parent if opts else None))
     except Exception as error:
         raise ConfigError("region", f"is not set, and the AWS provider could not say its own: "
-                          f"{answers.provider_message(error)}",
+                          f"{provider_message(error)}",
                           (Set("region", "us-east-2"), " (or give the AWS provider a region: aws:region)")) from None
     region = found.region or found.name or ""
     if not region:
         raise ConfigError("region", "is not set, and aws:index/getRegion:getRegion answered no region, which the AWS "
-                          "provider never does", answers.USE_PROVIDER_MOCKS)
+                          "provider never does", USE_PROVIDER_MOCKS)
     return region

@@ -11,6 +11,7 @@ import pulumi_aws as aws
 from gemma4_t4 import catalog
 from gemma4_t4.errors import ConfigError, Set
 
+from ..provider_answers import USE_PROVIDER_MOCKS, provider_message
 from . import provider_answers as answers
 from .build_context import build_context_files
 from .scope import StackScope
@@ -33,7 +34,7 @@ def kept_repository_tags(name: str, invoke: pulumi.InvokeOptions) -> dict[str, s
         if answers.is_repository_not_found(str(error), name):
             return None
         raise ConfigError("keepImages", f"gemma4-t4 could not read whether the kept ECR repository {name} exists "
-                          f"(it adopts a kept one): {answers.provider_message(error)}",
+                          f"(it adopts a kept one): {provider_message(error)}",
                           "let the account `pulumi up` runs as call ecr:DescribeRepositories, "
                           "ecr:ListTagsForResource and ecr:DescribeImages in the region (e.g. the "
                           "AmazonEC2ContainerRegistryReadOnly policy), or check the AWS provider's region and "
@@ -41,7 +42,7 @@ def kept_repository_tags(name: str, invoke: pulumi.InvokeOptions) -> dict[str, s
     if not found.repository_url:
         raise ConfigError("keepImages", f"{answers.GET_REPOSITORY} answered without a repository for {name}, "
                           "which the provider never does (a missing repository is its error "
-                          f"'{answers.repository_not_found(name)}')", answers.USE_PROVIDER_MOCKS)
+                          f"'{answers.repository_not_found(name)}')", USE_PROVIDER_MOCKS)
     return dict(found.tags or {})
 
 

@@ -17,6 +17,8 @@ from rich.text import Text
 
 from .. import clouds
 from ..core import plan as offline
+from ..core.changes import Change, changes
+from ..core.plan_lines import cost_line, guard_lines, memory_line, revision_line
 from ..errors import ConfigError
 from .output import EXIT_OK, EXIT_USAGE, add_stack, busy, console, fail, print_json
 
@@ -65,15 +67,15 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def against_the_stack_file(args: argparse.Namespace, result: offline.Plan) -> list[offline.Change]:
+def against_the_stack_file(args: argparse.Namespace, result: offline.Plan) -> list[Change]:
     """What `pulumi up` would do to a stack deployed from its stack file as it stands, with --config's changes."""
     # Its program's own messages (a warning the shown plan already gave) are not shown twice.
     with busy("planning the stack file as it stands, to compare"), contextlib.redirect_stderr(io.StringIO()):
         _, before = clouds.plan_stack(args.stack, [], args.project_dir)
-    return offline.changes(before, result, clouds.plan_cloud(result).replaced_by)
+    return changes(before, result, clouds.plan_cloud(result).replaced_by)
 
 
-def show_changes(args: argparse.Namespace, changes: list[offline.Change]) -> None:
+def show_changes(args: argparse.Namespace, changes: list[Change]) -> None:
     console.print(f"[bold]against the stack file as it stands[/] (with {' '.join(args.config)}):")
     if not changes:
         console.print("  nothing changes", markup=False)
@@ -107,13 +109,13 @@ def show(result: offline.Plan) -> None:
     for key, value in sorted(result.outputs.items()):
         outputs.add_row(key, Text(value if isinstance(value, str) else json.dumps(value, sort_keys=True)))
     console.print(outputs)
-    if (memory := offline.memory_line(result)) is not None:
+    if (memory := memory_line(result)) is not None:
         console.print(memory, markup=False)
-    if (revision := offline.revision_line(result)) is not None:
+    if (revision := revision_line(result)) is not None:
         console.print(revision, markup=False)
-    if (cost := offline.cost_line(result, spot=clouds.plan_cloud(result).is_spot(result))) is not None:
+    if (cost := cost_line(result, spot=clouds.plan_cloud(result).is_spot(result))) is not None:
         console.print(cost, markup=False)
     for item in clouds.extra_costs(result):
         console.print(f"  plus {item.name}: ${item.usd:,.2f}/{item.per} ({item.source})", markup=False)
-    for line in offline.guard_lines(result):
+    for line in guard_lines(result):
         console.print(line, markup=False)

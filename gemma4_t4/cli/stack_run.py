@@ -15,6 +15,8 @@ from .. import clouds
 from ..core import ops
 from ..core import plan as offline
 from ..core.deploy import Attempt
+from ..core.plan_lines import cost_line, cost_range, guard_lines
+from ..core.stack_files import apply_override, find_project, read_yaml
 from ..core.targets import TargetError
 from ..errors import PROJECT, UsageError
 from . import wait as wait_view
@@ -38,7 +40,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
 
 def project_dir(args: argparse.Namespace) -> Path:
     try:
-        return offline.find_project(args.project_dir)
+        return find_project(args.project_dir)
     except FileNotFoundError as err:
         fail(args.command, str(err), 2)
 
@@ -46,12 +48,12 @@ def project_dir(args: argparse.Namespace) -> Path:
 def stack_file_config(work_dir: Path, stack: str) -> dict[str, Any]:
     """What Pulumi.STACK.yaml itself sets (fully qualified), {} where there is no such file."""
     path = work_dir / f"Pulumi.{stack}.yaml"
-    found = offline.read_yaml(path).get("config") or {} if path.is_file() else {}
+    found = read_yaml(path).get("config") or {} if path.is_file() else {}
     return {key if ":" in key else f"{PROJECT}:{key}": value for key, value in found.items()}
 
 
 def defaults(work_dir: Path) -> dict[str, Any]:
-    project = offline.read_yaml(work_dir / "Pulumi.yaml").get("config") or {}
+    project = read_yaml(work_dir / "Pulumi.yaml").get("config") or {}
     return {f"{PROJECT}:{key}": spec["default"] for key, spec in project.items()
             if isinstance(spec, dict) and "default" in spec}
 
@@ -66,7 +68,7 @@ def plan(stack: str, work_dir: Path, values: dict[str, str]) -> tuple[dict[str, 
         else:
             config = defaults(work_dir)
             for override in overrides:
-                offline.apply_override(config, override)
+                apply_override(config, override)
         return config, clouds.offline_plan(stack, config)
 
 
@@ -96,13 +98,13 @@ def brief(result: offline.Plan) -> None:
     kinds = Counter(r.type.rsplit(":", 1)[-1] for r in result.resources if r.custom)
     console.print("  makes: " + ", ".join(f"{n} {kind}" if n > 1 else kind for kind, n in sorted(kinds.items())),
                   markup=False)
-    span, spot = offline.cost_range(result), clouds.plan_cloud(result).is_spot(result)
+    span, spot = cost_range(result), clouds.plan_cloud(result).is_spot(result)
     if span is not None:
         console.print(f"  costs: ${span[0]:.4f}/h, ${span[0] * 24:.2f}/day while it serves "
                       f"({'Spot ' if spot else ''}list prices; the bill is the truth)", markup=False)
-    elif (line := offline.cost_line(result, spot=spot)) is not None:
+    elif (line := cost_line(result, spot=spot)) is not None:
         console.print(f"  {line}", markup=False)
-    for line in offline.guard_lines(result):
+    for line in guard_lines(result):
         console.print(f"  {line}", markup=False)
     after = result.outputs.get("billing_after_destroy_usd_per_month")
     console.print("  after `gemma4-t4 down`: " + ("nothing bills" if not after else

@@ -12,13 +12,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..checks import Check
 from ..core import plan as offline
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate, CostItem
 from ..core.lifecycle import Machine, NotStoppable
+from ..core.mock_answers import Invoke, StateStandIn
 from ..core.offers import Offer, cheapest_first
 from ..core.ops import INSTEAD_OF_A_STACK, stack_outputs
-from ..core.preflight import Check, Needs
+from ..core.preflight import Needs
+from ..core.stack_files import apply_override, find_project, load_stack_config
 from ..core.targets import HttpTarget, Target, server_url
 from ..errors import PROJECT, UsageError
 from .base import Cloud, Feature, Move, Place, Placement, outputs_cloud
@@ -51,7 +54,7 @@ def t4_offers(cloud: str | None = None) -> list[Offer]:
     return cheapest_first(offer for each in CLOUDS.values() if cloud in (None, each.name) for offer in each.offers())
 
 
-def standins() -> dict[str, offline.StateStandIn]:
+def standins() -> dict[str, StateStandIn]:
     """Every cloud's answers to a create, by provider package (the offline plan's mock_state)."""
     return {package: standin for cloud in CLOUDS.values() for package, standin in cloud.mock_states().items()}
 
@@ -70,14 +73,14 @@ def stack_config(stack: str, overrides: Sequence[str] = (), project_dir: Path | 
     the installed package (Pulumi.yaml's defaults and the stack file's preset), so the plan needs no
     checkout."""
     try:
-        return offline.load_stack_config(stack, overrides, offline.find_project(project_dir))
+        return load_stack_config(stack, overrides, find_project(project_dir))
     except FileNotFoundError:
         if project_dir is not None or (shipped := cloud_of_stack(stack)) is None:
             raise
     config: dict[str, Any] = {f"{PROJECT}:{key}": value for key, value in stack_defaults(CLOUDS).items()}
     config.update(shipped.preset)
     for override in overrides:
-        offline.apply_override(config, override)
+        apply_override(config, override)
     return config
 
 
@@ -88,7 +91,7 @@ def offline_plan(stack: str, config: dict[str, Any], world: Mapping[str, Any] | 
                  plan: offline.Plan | None = None) -> offline.Plan:
     """The stack program under mocks with CONFIG; WORLD: what already exists, per cloud name (each
     cloud's own World; default: nothing, a first `pulumi up`)."""
-    invokes: dict[str, offline.Invoke] = {}
+    invokes: dict[str, Invoke] = {}
     for cloud in CLOUDS.values():
         invokes.update(cloud.mock_invokes((world or {}).get(cloud.name)))
     return offline.run_program(stack, config, plan, invokes, standins=standins())

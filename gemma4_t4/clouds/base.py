@@ -15,6 +15,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..checks import Check
 from ..components.config import ServingSettings
 from ..core.capacity import RegionsReport
 from ..core.cost import CostEstimate
@@ -24,7 +25,7 @@ from ..core.lifecycle import Machine, NotStoppable
 from ..core.mock_answers import Invoke, StateStandIn
 from ..core.offers import Offer
 from ..core.plan import Plan
-from ..core.preflight import Check, Needs
+from ..core.preflight import Needs
 from ..core.targets import Target, TargetError
 from ..errors import ConfigError, Set, Unset, UsageError
 
@@ -112,7 +113,7 @@ class Cloud(ABC):
     # What this cloud cannot do, each with the reason a refusal gives (everything else it can).
     unsupported: ClassVar[Mapping[Feature, str]] = {}
     # {resource type: (the inputs its provider replaces it for, what a replacement costs)}, for `plan --config`'s
-    # account of a change (core.plan.changes); a resource's own replaceOnChanges counts without it.
+    # account of a change (core.changes.changes); a resource's own replaceOnChanges counts without it.
     replaced_by: ClassVar[Mapping[str, tuple[tuple[str, ...], str]]] = {}
 
     def supports(self, feature: Feature) -> bool:
@@ -146,7 +147,7 @@ class Cloud(ABC):
 
     def mock_states(self) -> dict[str, StateStandIn]:
         """What the cloud's providers answer to a create (their computed outputs), by the provider's package
-        (the resource type's part before ':'): core.plan.mock_state's stand-ins."""
+        (the resource type's part before ':'): core.mock_answers.mock_state's stand-ins."""
         return {}
 
     # --- what a deployed stack is ------------------------------------------------------------------

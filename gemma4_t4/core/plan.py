@@ -25,27 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import PROJECT, UNDECRYPTED_SECRET
-from .changes import Change, changes
-from .mock_answers import (
-    MOCK_DIGEST,
-    MOCK_NOW,
-    MOCK_ORGANIZATION,
-    Invoke,
-    ProviderInvokeError,
-    StateStandIn,
-    any_state,
-    mock_state,
-    physical_name,
-)
-from .plan_lines import cost_line, cost_range, guard_lines, memory_line, revision_line
-from .stack_files import apply_override, find_project, load_stack_config, read_yaml, secret_keys, stack_file_warnings
+from .mock_answers import MOCK_ORGANIZATION, Invoke, StateStandIn, mock_state
+from .plan_lines import cost_range
+from .stack_files import secret_keys
 
-# The offline plan's names, wherever they are defined (`from gemma4_t4.core import plan` reaches them all).
-__all__ = ["MOCK_DIGEST", "MOCK_NOW", "MOCK_ORGANIZATION", "PROGRAM", "SECRET_PLACEHOLDER", "Change", "Invoke", "Plan",
-           "ProviderInvokeError", "RegisteredResource", "StateStandIn", "any_state", "apply_override", "changes",
-           "cost_line", "cost_range", "engine_urn", "find_project", "guard_lines", "load_stack_config", "memory_line",
-           "mock_state", "physical_name", "read_yaml", "revision_line", "run_program", "secret_keys",
-           "stack_file_warnings"]
+__all__ = ["PROGRAM", "SECRET_PLACEHOLDER", "Plan", "RegisteredResource", "engine_urn", "run_program"]
 
 # The stack program, by module name: run as Pulumi runs a program, never imported by the core.
 PROGRAM = "gemma4_t4.program"

@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ..checks import Check
 from .targets import TargetError
 
-__all__ = ["Check", "Needs", "PreflightError"]
+__all__ = ["Needs", "PreflightError"]
 
 Own = TypeVar("Own")
 

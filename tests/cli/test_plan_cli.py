@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import REPO, run
 
-from gemma4_t4.core import plan as plan_mod
+from gemma4_t4.core.stack_files import apply_override, load_stack_config
 
 pytestmark = pytest.mark.standin
 
@@ -124,17 +124,17 @@ def test_unknown_stack_names_the_known_ones():
 
 def test_apply_override_nested_paths():
     config = {"gemma4-t4:labels": {}}
-    plan_mod.apply_override(config, "labels.a.b=1")
-    plan_mod.apply_override(config, "gemma4-t4:labels.c=2")
+    apply_override(config, "labels.a.b=1")
+    apply_override(config, "gemma4-t4:labels.c=2")
     assert config["gemma4-t4:labels"] == {"a": {"b": "1"}, "c": "2"}
     with pytest.raises(ValueError):
-        plan_mod.apply_override(config, "no-equals-sign")
+        apply_override(config, "no-equals-sign")
 
 
 def test_defaults_come_from_pulumi_yaml_only(tmp_path):
     (tmp_path / "Pulumi.yaml").write_text(yaml.safe_dump({"config": {"a": {"type": "integer", "default": 3}}}))
     (tmp_path / "Pulumi.s.yaml").write_text(yaml.safe_dump({"config": {"gcp:project": "p"}}))
-    assert plan_mod.load_stack_config("s", repo=tmp_path) == {"gemma4-t4:a": 3, "gcp:project": "p"}
+    assert load_stack_config("s", repo=tmp_path) == {"gemma4-t4:a": 3, "gcp:project": "p"}
 
 
 def _json(command: str, stack: str, *config: str) -> dict:

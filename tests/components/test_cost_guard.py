@@ -16,7 +16,7 @@ from gemma4_t4.components.config.schema import parse_ttl
 from gemma4_t4.components.sagemaker import ttl
 from gemma4_t4.components.sagemaker.steps import created_at
 from gemma4_t4.components.sagemaker.ttl import CLOCK
-from gemma4_t4.core.plan import guard_lines
+from gemma4_t4.core.plan_lines import cost_line, guard_lines
 
 INSTANCE = "gcp:compute/instance:Instance"
 SCHEDULE = "aws:scheduler/schedule:Schedule"
@@ -114,7 +114,6 @@ def test_spot_with_an_explicit_action(run_stack):
 def test_a_spot_vm_costs_its_machine_and_t4_at_the_spot_prices(run_stack):
     """The disks and the address bill the same on a Spot VM; the machine and the GPU at their Spot SKUs."""
     from gemma4_t4 import catalog
-    from gemma4_t4.core import plan as plan_mod
 
     prices = catalog.GCE_PRICES["us-west2"]  # the stack's zone us-west2-b
     standard, spot = run_stack("gce-t4"), run_stack("gce-t4", "spot=true")
@@ -122,8 +121,8 @@ def test_a_spot_vm_costs_its_machine_and_t4_at_the_spot_prices(run_stack):
                 for item in ("machine:n1-standard-2", "gpu:nvidia-tesla-t4"))
     assert spot.outputs["cost_per_hour_usd"] == pytest.approx(standard.outputs["cost_per_hour_usd"] - saved, abs=1e-4)
     assert clouds.plan_cloud(spot).is_spot(spot) and not clouds.plan_cloud(standard).is_spot(standard)
-    assert "Spot list prices" in plan_mod.cost_line(spot, spot=True)
-    assert "Spot" not in plan_mod.cost_line(standard, spot=False)
+    assert "Spot list prices" in cost_line(spot, spot=True)
+    assert "Spot" not in cost_line(standard, spot=False)
 
 
 def test_spot_with_two_t4s_counts_both_at_the_spot_price(run_stack):

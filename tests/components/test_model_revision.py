@@ -15,7 +15,7 @@ from gemma4_t4.catalog import models
 from gemma4_t4.cli import plan as plan_cli
 from gemma4_t4.components.gce import guest as render
 from gemma4_t4.components.model_facts import Unsized, read_hub
-from gemma4_t4.core.plan import revision_line
+from gemma4_t4.core.plan_lines import revision_line
 
 INSTANCE = "gcp:compute/instance:Instance"
 MODEL = "aws:sagemaker/model:Model"

@@ -33,7 +33,7 @@ from guest import fake_nvidia, harness, timeline
 
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.components.gce import guest as render
-from gemma4_t4.components.gce.component import DATA_DISK_DEVICE_NAME
+from gemma4_t4.components.gce.storage import DATA_DISK_DEVICE_NAME
 
 pytestmark = pytest.mark.boot
 

@@ -8,11 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from gemma4_t4.checks import Check
 from gemma4_t4.clouds.base import Cloud, Feature, Place
 from gemma4_t4.core.capacity import RegionRow, RegionsReport
 from gemma4_t4.core.cost import CostEstimate
 from gemma4_t4.core.plan import Plan
-from gemma4_t4.core.preflight import Check, Needs
+from gemma4_t4.core.preflight import Needs
 from gemma4_t4.core.targets import HttpTarget, Target
 
 from .settings import LoopbackSettings

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ... import catalog
+from ...checks import Check
 from ...components.config import GceT4ServerSettings, gce_name
 from ...components.gce import cost
 from ...components.gce import provider_answers as answers
@@ -17,7 +18,7 @@ from ...core.lifecycle import total_usd_per_month
 from ...core.mock_answers import Invoke, StateStandIn
 from ...core.offers import Offer
 from ...core.plan import Plan
-from ...core.preflight import Check, Needs
+from ...core.preflight import Needs
 from ...core.targets import Target
 from ...errors import PROJECT, ConfigError, Set, Unset
 from ..base import Cloud, Feature, Move, Place, Placement, refuse_unknown_provider_keys

@@ -9,7 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...core.preflight import Check, PreflightError
+from ...checks import Check
+from ...core.preflight import PreflightError
 from ...errors import ConfigError, Set
 from .failures import cloud_message
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...components.gce import provider_answers as answers
+from ...components.provider_answers import engine_failure
 from ...core.mock_answers import ProviderInvokeError, physical_name
 
 MOCK_GCP_PROJECT = "mock-project"
@@ -109,14 +110,14 @@ class GceWorld:
         project = args.get("project") or gcp_project()
         if self.forbidden:
             # source: answers.disk_forbidden (resource_compute_disk.go:1311 -> transport.go:279-280, googleapi's
-            # 403 text from hashicorp/packer#12159), through the bridge and the engine (answers.engine_failure).
-            raise ProviderInvokeError(answers.engine_failure(answers.GET_DISK,
+            # 403 text from hashicorp/packer#12159), through the bridge and the engine (engine_failure).
+            raise ProviderInvokeError(engine_failure(answers.GET_DISK,
                                                              answers.disk_forbidden(project, zone, name)))
         disk = self.disks.get(name)
         if disk is None or (zone and disk["zone"] != zone):
             # source: answers.disk_not_found (terraform-provider-google data_source_google_compute_disk.go:58-59
-            # at e03b7622: "<id> not found"), through the bridge and the engine (answers.engine_failure).
-            raise ProviderInvokeError(answers.engine_failure(answers.GET_DISK,
+            # at e03b7622: "<id> not found"), through the bridge and the engine (engine_failure).
+            raise ProviderInvokeError(engine_failure(answers.GET_DISK,
                                                              answers.disk_not_found(project, zone, name)))
         link = f"https://www.googleapis.com/compute/v1/projects/{project}/zones/{disk['zone']}"
         # source: the data source's schema is google_compute_disk's (data_source_google_compute_disk.go:30,

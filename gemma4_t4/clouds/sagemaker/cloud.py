@@ -9,7 +9,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ... import catalog
 from ...catalog import CODEBUILD_COMPUTE_TYPE, PULUMI_AWS_CONFIG_KEYS, PULUMI_AWS_LEGACY_CONFIG_KEYS
+from ...checks import Check
 from ...components.config import SageMakerT4EndpointSettings, check_sagemaker_region
+from ...components.provider_answers import RUN
 from ...components.sagemaker import cost, quotas
 from ...components.sagemaker import provider_answers as answers
 from ...components.sagemaker.scope import StackScope
@@ -20,7 +22,7 @@ from ...core.failures import Failure
 from ...core.mock_answers import Invoke, StateStandIn
 from ...core.offers import Offer
 from ...core.plan import Plan
-from ...core.preflight import Check, Needs
+from ...core.preflight import Needs
 from ...core.targets import Target, TargetError
 from ...errors import PROJECT, ConfigError, Set
 from ..base import Cloud, Feature, Place, Secret, refuse_unknown_provider_keys
@@ -157,7 +159,7 @@ class SageMaker(Cloud):
 
         world = world or World()
         return {answers.GET_REPOSITORY: world.get_repository, answers.GET_REGION: default_provider_region,
-                answers.RUN: world.run_local_command}
+                RUN: world.run_local_command}
 
     def mock_states(self) -> dict[str, StateStandIn]:
         from .standins import aws_state

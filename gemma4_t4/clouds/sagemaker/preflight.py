@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...catalog import SAGEMAKER_FLEET_TAG
+from ...checks import Check
 from ...components.sagemaker.quotas import (
     EndpointQuota,
     fetch_codebuild,
     sagemaker_usage,
 )
 from ...components.sagemaker.scope import StackScope
-from ...core.preflight import Check, Needs, PreflightError
+from ...core.preflight import Needs, PreflightError
 from ...errors import ConfigError, Set
 from .failures import cloud_message
 from .strays import adopt_or_delete

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...components.provider_answers import RUN, engine_failure, run_answer, run_failure
 from ...components.sagemaker import provider_answers as answers
 from ...core.mock_answers import MOCK_NOW, ProviderInvokeError, physical_name
 
@@ -92,13 +93,13 @@ class AwsWorld:
         name = args["name"]
         if self.denied:
             # source: answers.repository_access_denied (repository_data_source.go's AppendErrorf over the AWS
-            # SDK for Go v2's text), through the bridge and the engine (answers.engine_failure).
-            raise ProviderInvokeError(answers.engine_failure(
+            # SDK for Go v2's text), through the bridge and the engine (engine_failure).
+            raise ProviderInvokeError(engine_failure(
                 answers.GET_REPOSITORY, answers.repository_access_denied(name, MOCK_ACCOUNT, MOCK_REGION)))
         if name not in self.repositories:
             # source: answers.repository_not_found (terraform-provider-aws repository_data_source.go:
             # "reading ECR Repository (%s): %s" over retry.NotFoundError's "couldn't find resource").
-            raise ProviderInvokeError(answers.engine_failure(answers.GET_REPOSITORY,
+            raise ProviderInvokeError(engine_failure(answers.GET_REPOSITORY,
                                                              answers.repository_not_found(name)))
         # source: aws_ecr_repository's data source schema (repository_data_source.go): arn, name, registry_id,
         # repository_url, image_tag_mutability, most_recent_image_tags, tags.
@@ -116,18 +117,18 @@ class AwsWorld:
 
         command = str(args["command"])
         if command != created_at.command():
-            raise NotImplementedError(f"{answers.RUN} of {command!r}: the component runs no such command")
+            raise NotImplementedError(f"{RUN} of {command!r}: the component runs no such command")
         name = created_at.CreatedAtRequest.from_env(args.get("environment") or {}).endpoint_name
         created = MOCK_NOW if self.endpoints is None else self.endpoints.get(name)
         if created is None:
             # source: components/sagemaker/steps/created_at.py (its line for SageMaker's ValidationException
             # 'Could not find endpoint "ARN".', aws/amazon-sagemaker-examples#2402, on stderr as say_as writes it,
-            # exit status 1: components/step.py run_step), as pulumi-command's run fails with it (answers.run_failure).
-            raise ProviderInvokeError(answers.run_failure(command, 1, f"{created_at.STEP}: {created_at.gone(name)}\n"))
+            # exit status 1: components/step.py run_step), as pulumi-command's run fails with it (run_failure).
+            raise ProviderInvokeError(run_failure(command, 1, f"{created_at.STEP}: {created_at.gone(name)}\n"))
         # source: the step prints DescribeEndpoint's CreationTime alone (SageMaker API reference, DescribeEndpoint:
         # CreationTime, "A timestamp that shows when the endpoint was created"), pulumi-command answers it as
-        # answers.run_answer does (runController.go, Run.Invoke).
-        return answers.run_answer(dict(args), f"{created}\n", "")
+        # run_answer does (runController.go, Run.Invoke).
+        return run_answer(dict(args), f"{created}\n", "")
 
 
 def region_answer(region: str) -> dict[str, Any]:
@@ -140,8 +141,8 @@ def region_answer(region: str) -> dict[str, Any]:
 def region_unset() -> ProviderInvokeError:
     # source: the AWS provider does not start without a region, and its configure fails with this text (published
     # transcripts: pulumi/pulumi#3570, pulumi/pulumi#8837), through the bridge and the engine
-    # (answers.engine_failure).
-    return ProviderInvokeError(answers.engine_failure(
+    # (engine_failure).
+    return ProviderInvokeError(engine_failure(
         answers.GET_REGION, 'missing required configuration key "aws:region": The region where AWS operations will '
         "take place. Examples are us-east-1, us-west-2, etc.\n    Set a value using the command `pulumi config set "
         "aws:region <value>`."))

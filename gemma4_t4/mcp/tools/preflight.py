@@ -8,7 +8,7 @@ from pydantic import Field
 from typing_extensions import TypedDict
 
 from ... import clouds
-from ...core import preflight as core_preflight
+from ...checks import Check
 from ...core.ops import SCHEMA_VERSION
 from .. import scope
 from ..calls import in_thread, workspace
@@ -40,7 +40,7 @@ class PreflightReport(TypedDict):
     schema_version: int
     stack: str
     ok: bool
-    checks: list[core_preflight.Check]
+    checks: list[Check]
 
 
 async def preflight(ctx: Context, stack: Stack, config: Overrides | None = None, project: Project = None,

@@ -14,10 +14,11 @@ from aws_standin import add_codebuild_quota, add_sagemaker_quotas, set_endpoint_
 from conftest import REPO, run
 
 from gemma4_t4 import clouds
+from gemma4_t4.checks import Check
 from gemma4_t4.clouds.sagemaker import capacity
 from gemma4_t4.clouds.sagemaker.preflight import SageMakerNeeds
 from gemma4_t4.components.sagemaker.scope import StackScope
-from gemma4_t4.core.preflight import Check, Needs, PreflightError
+from gemma4_t4.core.preflight import Needs, PreflightError
 from gemma4_t4.errors import ConfigError
 
 pytestmark = pytest.mark.standin

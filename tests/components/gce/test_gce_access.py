@@ -297,7 +297,7 @@ def test_operators_get_the_tunnel_and_os_login_on_this_instance_only(run_stack):
 def test_two_long_prefixes_alike_in_their_first_characters_get_two_operator_roles():
     """IAM's role ids stop at 64 characters: two stacks whose namePrefix differ only past that must not share
     (and fight over) one custom role."""
-    from gemma4_t4.components.gce.component import operator_role_id
+    from gemma4_t4.components.gce.access import operator_role_id
 
     common = "team-inference-experiments-gemma4-serving-west-"
     first, second = operator_role_id(common + "alpha-one"), operator_role_id(common + "alpha-two")

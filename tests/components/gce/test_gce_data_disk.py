@@ -15,8 +15,10 @@ from gemma4_t4 import catalog
 from gemma4_t4.clouds.gce import GCE, World
 from gemma4_t4.clouds.gce.standins import MOCK_GCP_PROJECT
 from gemma4_t4.components.gce import provider_answers as answers
-from gemma4_t4.components.gce.component import GCE_NAME_MAX, RETAIN_LABEL, gce_resource_name
+from gemma4_t4.components.gce.names import GCE_NAME_MAX, gce_resource_name
 from gemma4_t4.components.gce.settings import GCE_OWN_LABELS
+from gemma4_t4.components.gce.storage import RETAIN_LABEL
+from gemma4_t4.components.provider_answers import engine_failure
 
 
 def stack_resource_name(project: str, stack: str, suffix: str) -> str:
@@ -64,11 +66,11 @@ def test_the_up_after_a_destroy_adopts_the_retained_disk(run_stack):
 
 
 def test_the_providers_answer_for_a_missing_disk_is_read_as_absent():
-    failure = answers.engine_failure(answers.GET_DISK, answers.disk_not_found("p-1", ZONE, "s-data"))
+    failure = engine_failure(answers.GET_DISK, answers.disk_not_found("p-1", ZONE, "s-data"))
     assert answers.is_disk_not_found(f"invoke of {answers.GET_DISK} failed: {failure}", ZONE, "s-data")
     assert not answers.is_disk_not_found(failure, ZONE, "other-data"), "another disk's answer"
     assert not answers.is_disk_not_found(failure, "us-east1-c", "s-data"), "another zone's answer"
-    forbidden = answers.engine_failure(answers.GET_DISK, answers.disk_forbidden("p-1", ZONE, "s-data"))
+    forbidden = engine_failure(answers.GET_DISK, answers.disk_forbidden("p-1", ZONE, "s-data"))
     assert not answers.is_disk_not_found(forbidden, ZONE, "s-data")
     # What main read as "absent" before: a text the provider never sends for a missing disk.
     assert not answers.is_disk_not_found("googleapi: Error 404: The resource 'projects/p-1/zones/"

@@ -12,8 +12,8 @@ import json
 import pytest
 
 from gemma4_t4 import catalog
-from gemma4_t4.components.sagemaker import component as sagemaker
-from gemma4_t4.core import plan as plan_mod
+from gemma4_t4.components.sagemaker.names import endpoint_name
+from gemma4_t4.core.plan_lines import cost_line, cost_range
 
 TARGET = "aws:appautoscaling/target:Target"
 POLICY = "aws:appautoscaling/policy:Policy"
@@ -25,7 +25,7 @@ def test_no_autoscaling_unless_configured(run_stack):
     plan = run_stack("sagemaker-t4")
     assert plan.find(TARGET) == [] and plan.find(POLICY) == []
     assert "cost_per_hour_usd_max" not in plan.outputs and "scalable_target" not in plan.outputs
-    assert plan_mod.cost_range(plan) == [PRICE, PRICE]
+    assert cost_range(plan) == [PRICE, PRICE]
 
 
 def test_the_variant_is_a_scalable_target_tracked_on_concurrent_requests(run_stack):
@@ -54,7 +54,7 @@ def test_the_cost_is_a_range_from_the_fewest_to_the_most_instances(run_stack):
     assert plan.outputs["cost_per_hour_usd"] == round(PRICE, 4)
     assert plan.outputs["cost_per_hour_usd_max"] == round(5 * PRICE, 4)
     assert plan.as_json()["running_usd_per_hour_range"] == [round(PRICE, 4), round(5 * PRICE, 4)]
-    assert f"${PRICE:.4f}/h to ${5 * PRICE:.4f}/h, fewest to most instances" in plan_mod.cost_line(plan, spot=False)
+    assert f"${PRICE:.4f}/h to ${5 * PRICE:.4f}/h, fewest to most instances" in cost_line(plan, spot=False)
     assert plan.one(TARGET).inputs["minCapacity"] == 1.0
     assert plan.one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").inputs[
         "productionVariants"][0]["initialInstanceCount"] == 2.0
@@ -76,7 +76,7 @@ def test_a_new_configuration_replaces_an_autoscaled_endpoint(run_stack):
     assert endpoint.options["deleteBeforeReplace"] is False, "the old endpoint serves until the new one is up"
     # Named from the configuration: a new configuration's endpoint has a new name, so old and new exist at once.
     config = plan.one("aws:sagemaker/endpointConfiguration:EndpointConfiguration").state["name"]
-    assert endpoint.inputs["name"] == sagemaker.endpoint_name("sagemaker-t4", config)
+    assert endpoint.inputs["name"] == endpoint_name("sagemaker-t4", config)
 
 
 def test_the_ttl_may_deregister_the_target_it_deletes_the_endpoint_of(run_stack):

@@ -15,7 +15,7 @@ from aws_standin import ACCOUNT, ACCOUNT_LIMIT_MESSAGE, REGION, CodeBuildWorker,
 from conftest import REPO
 
 from gemma4_t4 import catalog
-from gemma4_t4.components.sagemaker import image as image_build
+from gemma4_t4.components.sagemaker import image_build
 from gemma4_t4.components.sagemaker.steps import build as codebuild_run
 
 pytestmark = pytest.mark.standin

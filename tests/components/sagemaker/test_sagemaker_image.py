@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO, require_tool
 
 from gemma4_t4 import catalog
-from gemma4_t4.components.sagemaker import image as image_build
+from gemma4_t4.components.sagemaker.build_context import build_context_files
 
 pytestmark = pytest.mark.image
 
@@ -60,7 +60,7 @@ def built(tmp_path_factory):
     subprocess.run([str(REPO / "tests" / "fixtures" / "sagemaker-standin-base.sh"), VLLM, TRITON, TORCH, BASE],
                    env={**BUILDAH_ENV, "PIP_PYTHON": sys.executable}, check=True, timeout=1800)
     context = tmp_path_factory.mktemp("context")
-    for name, path in image_build.build_context_files().items():
+    for name, path in build_context_files().items():
         (context / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(path, context / name)
     image = "localhost/gemma4-t4/clamped:test"

@@ -27,15 +27,15 @@ from aws_standin import ACCOUNT, REGION, manifest
 from conftest import REPO, require_tool
 
 from gemma4_t4 import catalog
-from gemma4_t4.components.sagemaker import image as image_build
+from gemma4_t4.components.sagemaker.build_context import image_tag
 from gemma4_t4.components.sagemaker.steps import local_build
-from gemma4_t4.core.plan import MOCK_DIGEST
+from gemma4_t4.core.mock_answers import MOCK_DIGEST
 
 COMMAND = "command:local:Command"
 STEP = "gemma4-t4-image-local-build"
 ECR_BASE = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/vllm:0.30.0-gpu-py312-cu130-ubuntu24.04-sagemaker-v1.3"
 REPOSITORY_URL = f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/gemma4-t4-repo"
-TAG = image_build.image_tag(catalog.PINS["vllm.sagemaker"], ECR_BASE)
+TAG = image_tag(catalog.PINS["vllm.sagemaker"], ECR_BASE)
 
 
 # --- the graph ------------------------------------------------------------------------------------------

@@ -23,10 +23,10 @@ from conftest import REPO
 
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.sagemaker import preflight
-from gemma4_t4.components.sagemaker import component, ttl
+from gemma4_t4.components.sagemaker import names, ttl
 from gemma4_t4.components.sagemaker.scope import StackScope
 from gemma4_t4.components.sagemaker.steps import endpoint_watch, ttl_passed
-from gemma4_t4.core.plan import MOCK_NOW
+from gemma4_t4.core.mock_answers import MOCK_NOW
 
 pytestmark = pytest.mark.standin
 
@@ -56,15 +56,15 @@ def test_the_endpoint_is_named_after_its_configuration_and_replaced_not_updated(
     the provider can only meet with a replacement, made before the old endpoint is deleted."""
     plan = run_stack("sagemaker-t4", *overrides)
     endpoint, config = plan.one(ENDPOINT), plan.one(CONFIG).state["name"]
-    assert endpoint.inputs["name"] == component.endpoint_name("sagemaker-t4", config)
-    assert component.endpoint_name("sagemaker-t4", f"{config}x") != endpoint.inputs["name"], "a new one, a new name"
+    assert endpoint.inputs["name"] == names.endpoint_name("sagemaker-t4", config)
+    assert names.endpoint_name("sagemaker-t4", f"{config}x") != endpoint.inputs["name"], "a new one, a new name"
     assert endpoint.options["replaceOnChanges"] == ["endpointConfigName"]
     assert endpoint.options["deleteBeforeReplace"] is False, "the old endpoint serves until the new one is up"
     assert endpoint.inputs["endpointConfigName"] == config
 
 
 def test_a_long_name_prefix_still_gives_a_valid_endpoint_name():
-    name = component.endpoint_name("x" * 80, "x" * 80 + "-config-1a2b3c4")
+    name = names.endpoint_name("x" * 80, "x" * 80 + "-config-1a2b3c4")
     assert len(name) == catalog.SAGEMAKER_ENDPOINT_NAME_MAX and re.fullmatch(r"x+-endpoint-[0-9a-f]{8}", name)
 
 
@@ -79,13 +79,13 @@ def fleets(moto):
         sagemaker.create_endpoint_config(EndpointConfigName=f"gemma4-t4-config-{suffix}", ProductionVariants=[
             {"VariantName": "AllTraffic", "ModelName": f"m-{suffix}", "InstanceType": "ml.g4dn.xlarge",
              "InitialInstanceCount": 1}])
-    sagemaker.create_endpoint(EndpointName=component.endpoint_name("sagemaker-t4", "gemma4-t4-config-old"),
+    sagemaker.create_endpoint(EndpointName=names.endpoint_name("sagemaker-t4", "gemma4-t4-config-old"),
                               EndpointConfigName="gemma4-t4-config-old")
     return moto
 
 
 def watch(moto, config_name: str) -> subprocess.CompletedProcess:
-    fields = {"config_name": config_name, "name_prefix": component.endpoint_name_start("sagemaker-t4"), "appear_s": 0.3, "poll_s": 0.05}
+    fields = {"config_name": config_name, "name_prefix": names.endpoint_name_start("sagemaker-t4"), "appear_s": 0.3, "poll_s": 0.05}
     env = {"PATH": os.environ["PATH"], **moto.env(), endpoint_watch.REQUEST_ENV: json.dumps(fields)}
     return subprocess.run([sys.executable, "-m", endpoint_watch.MODULE], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=60)
@@ -97,8 +97,8 @@ def test_a_new_fleet_that_fails_fails_the_up_and_the_old_endpoint_keeps_serving(
     deletes the failed endpoint, while the old endpoint, its configuration and its model are untouched and
     InService. The next `up` (the reason fixed: a new configuration) makes a third endpoint that comes up."""
     sagemaker = fleets.client("sagemaker")
-    old = component.endpoint_name("sagemaker-t4", "gemma4-t4-config-old")
-    new = component.endpoint_name("sagemaker-t4", "gemma4-t4-config-new")
+    old = names.endpoint_name("sagemaker-t4", "gemma4-t4-config-old")
+    new = names.endpoint_name("sagemaker-t4", "gemma4-t4-config-new")
     assert new != old, "the new fleet is a new endpoint beside the old one"
     sagemaker.create_endpoint(EndpointName=new, EndpointConfigName="gemma4-t4-config-new")
     set_endpoint_status(new, "Failed")
@@ -112,7 +112,7 @@ def test_a_new_fleet_that_fails_fails_the_up_and_the_old_endpoint_keeps_serving(
     assert sagemaker.describe_model(ModelName="m-old")["ModelName"] == "m-old"
     assert [e["EndpointName"] for e in sagemaker.list_endpoints()["Endpoints"]] == [old]
 
-    fixed = component.endpoint_name("sagemaker-t4", "gemma4-t4-config-fixed")
+    fixed = names.endpoint_name("sagemaker-t4", "gemma4-t4-config-fixed")
     sagemaker.create_endpoint(EndpointName=fixed, EndpointConfigName="gemma4-t4-config-fixed")
     assert watch(fleets, "gemma4-t4-config-fixed").returncode == 0
     # Only then does Pulumi delete the replaced endpoint (then its configuration and model).

@@ -17,6 +17,8 @@ from conftest import REPO, require_tool, run
 
 from gemma4_t4 import catalog, clouds
 from gemma4_t4.clouds.sagemaker import World as SageMakerWorld
+from gemma4_t4.components import clamp
+from gemma4_t4.components.provider_answers import engine_failure
 from gemma4_t4.components.sagemaker import build_context
 from gemma4_t4.components.sagemaker import provider_answers as answers
 from gemma4_t4.components.sagemaker.scope import StackScope
@@ -226,7 +228,7 @@ def test_a_changed_clamp_changes_the_tag_and_an_unchanged_one_does_not(tmp_path,
     assert build_context.context_hash(base) == before
     copy = tmp_path / "turing"
     shutil.copytree(REPO / "turing", copy, ignore=shutil.ignore_patterns("results", "__pycache__", "*.egg-info"))
-    monkeypatch.setattr(build_context.clamp, "CLAMP_DIR", copy)
+    monkeypatch.setattr(clamp, "CLAMP_DIR", copy)
     assert build_context.context_hash(base) == before
     (copy / "turing_clamp" / "policy.py").write_text((copy / "turing_clamp" / "policy.py").read_text() + "\n# edit\n")
     assert build_context.context_hash(base) != before
@@ -338,34 +340,33 @@ def test_the_endpoints_log_group_is_made_first_with_a_retention(run_stack):
 def test_an_endpoints_name_and_log_group_follow_its_configuration(run_stack, overrides):
     """Autoscaled or not (every new configuration is a new endpoint): one naming rule for the endpoint, its log
     group, the role's right to write there and the watch."""
-    from gemma4_t4.components.sagemaker import component as sagemaker
+    from gemma4_t4.components.sagemaker.names import endpoint_name
 
     plan = run_stack("sagemaker-t4", *overrides)
     config = plan.one(CONFIG).state["name"]
     name = plan.one("aws:sagemaker/endpoint:Endpoint").inputs["name"]
-    assert name == sagemaker.endpoint_name("sagemaker-t4", config) and re.fullmatch(r"sagemaker-t4-endpoint-[0-9a-f]{8}",
-                                                                                   name)
+    assert name == endpoint_name("sagemaker-t4", config) and re.fullmatch(r"sagemaker-t4-endpoint-[0-9a-f]{8}", name)
     assert endpoint_logs(plan).inputs["name"] == f"/aws/sagemaker/Endpoints/{name}"
     logs = {s["Sid"]: s for s in _policy(plan, "gemma4-t4-execution-policy")["Statement"]}["EndpointLogs"]
     pattern = "arn:aws:logs:us-east-2:123456789012:log-group:/aws/sagemaker/Endpoints/sagemaker-t4-endpoint-????????"
     assert logs["Resource"] == [pattern, f"{pattern}:*"]
-    assert sagemaker.endpoint_name("sagemaker-t4", config + "x") != name
+    assert endpoint_name("sagemaker-t4", config + "x") != name
     watch = plan.one(COMMAND, "gemma4-t4-endpoint-watch").inputs["environment"]["GEMMA4_T4_ENDPOINT_WATCH"]
     assert name.startswith(json.loads(watch)["name_prefix"]), "the watch lists the endpoint by its name's start"
 
 
 @pytest.mark.parametrize("prefix", ["a" * 80, "team_a.sagemaker", "x--y-"])
 def test_endpoint_names_are_names_sagemaker_takes(prefix):
-    from gemma4_t4.components.sagemaker import component as sagemaker
+    from gemma4_t4.components.sagemaker.names import endpoint_log_groups, endpoint_name, endpoint_name_start
 
     rule = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")  # CreateEndpoint's EndpointName pattern
-    group = sagemaker.endpoint_log_groups(prefix).removeprefix("/aws/sagemaker/Endpoints/")
-    names = {sagemaker.endpoint_name(prefix, config) for config in ("gemma4-t4-config-1234567", "a" * 80 + "-config")}
+    group = endpoint_log_groups(prefix).removeprefix("/aws/sagemaker/Endpoints/")
+    names = {endpoint_name(prefix, config) for config in ("gemma4-t4-config-1234567", "a" * 80 + "-config")}
     assert len(names) == 2, "another configuration, another endpoint"
     for name in names:
         assert rule.fullmatch(name), name
         assert re.fullmatch(group.replace("?", "[0-9a-f]"), name) and name.startswith(
-            sagemaker.endpoint_name_start(prefix))
+            endpoint_name_start(prefix))
         assert "-endpoint-" in name, "the stack's endpoints stay recognisable, however long the prefix"
 
 
@@ -662,10 +663,10 @@ def test_a_repository_lookup_denied_is_refused_not_read_as_absent(refused_stack)
 
 
 def test_the_providers_answer_for_a_missing_repository_is_read_as_absent():
-    failure = answers.engine_failure(answers.GET_REPOSITORY, answers.repository_not_found("gemma4-t4/x"))
+    failure = engine_failure(answers.GET_REPOSITORY, answers.repository_not_found("gemma4-t4/x"))
     assert answers.is_repository_not_found(failure, "gemma4-t4/x")
     assert not answers.is_repository_not_found(failure, "gemma4-t4/y")
-    denied = answers.engine_failure(answers.GET_REPOSITORY,
+    denied = engine_failure(answers.GET_REPOSITORY,
                                     answers.repository_access_denied("gemma4-t4/x", "123456789012", "us-east-2"))
     assert not answers.is_repository_not_found(denied, "gemma4-t4/x")
 
