@@ -3,10 +3,7 @@ retained disk again."""
 
 import pulumi
 
-from ..config import gce_name
-
-# GCE resource names: a lowercase letter, then lowercase letters, digits and dashes, at most 63.
-GCE_NAME_MAX = 63
+from ..config.schema import GCE_NAME_MAX, gce_name
 
 
 def gce_resource_name(prefix: str, suffix: str) -> str:
