@@ -130,6 +130,10 @@ def main(argv: list[str]) -> int:
     except (OSError, Refused) as error:
         print(f"install-driver: refusing {path} as NVIDIA's CUDA repository key: {error}", file=sys.stderr)
         return 1
+    except (ValueError, IndexError) as error:  # a malformed checksum line, a packet header cut off
+        print(f"install-driver: refusing {path} as NVIDIA's CUDA repository key: it is not one whole OpenPGP key "
+              f"({type(error).__name__}: {error})", file=sys.stderr)
+        return 1
     if len(argv) == 4:
         partial = argv[3] + ".partial"
         os.makedirs(os.path.dirname(partial) or ".", exist_ok=True)

@@ -44,7 +44,6 @@ from .server import server_vm
 from .settings import OnHostMaintenance, TerminationAction
 from .storage import APP_LABEL, data_disk
 
-# Where these lived before the component was split by concern (tests and callers import them from here).
 __all__ = ["GceT4Server", "GceT4ServerArgs"]
 
 # Before 0.3.0 the component was registered under this type; the alias keeps deployed stacks' resources.

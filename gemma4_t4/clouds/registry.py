@@ -6,12 +6,16 @@ the facade (clouds/__init__.py) registers the shipped clouds."""
 
 from __future__ import annotations
 
+import keyword
 from collections.abc import Mapping
 from types import MappingProxyType
 
 from ..core import failures
 from ..errors import STACK_CONFIG
 from .base import Cloud
+
+# The inputs the stop and start tools have besides a VM's names (gemma4_t4/mcp/vm.py; the CLI's --stack too).
+VM_TOOL_INPUTS = ("ctx", "stack", "timeout_s", "interval_s")
 
 
 class Registry:
@@ -26,6 +30,12 @@ class Registry:
         refusal's fix would name the wrong key), is refused."""
         if cloud.name in self._clouds:
             raise ValueError(f"a cloud named {cloud.name!r} is registered already")
+        # Each becomes a CLI option (--NAME) and an MCP tool's input: a name that is no identifier, or one the stop and
+        # start tools take already, would break those tools for every cloud when they are built.
+        for name in cloud.vm_names:
+            if not name.isidentifier() or keyword.iskeyword(name) or name in VM_TOOL_INPUTS:
+                raise ValueError(f"{cloud.name}: vm_names has {name!r}, which is no identifier or is one of the stop "
+                                 f"and start tools' own inputs ({', '.join(VM_TOOL_INPUTS)})")
         taken = self.provider_keys()
         for key, qualified in cloud.provider_keys.items():
             if taken.setdefault(key, qualified) != qualified:

@@ -292,6 +292,17 @@ def test_unregister_takes_back_its_provider_keys_and_explainer():
         clouds.unregister("keyed")
 
 
+@pytest.mark.parametrize("vm_name", ["resource-group", "class", "stack", "timeout_s"])
+def test_a_vm_name_the_stop_and_start_tools_cannot_take_is_refused_at_register(vm_name):
+    """Each of vm_names becomes --NAME and an MCP input of stop and start: a name that is no identifier, or one the
+    tools take already, would break those tools for every cloud when they are built; refused, and nothing added."""
+    before = registry_state()
+    odd = type("Odd", (Loopback,), {"name": "odd", "vm_names": {vm_name: "its name", "shelf": "where"}})()
+    with pytest.raises(ValueError, match=f"vm_names has {vm_name!r}"):
+        clouds.register(odd)
+    assert registry_state() == before
+
+
 def test_the_registry_is_read_through_a_view():
     with pytest.raises(TypeError):
         clouds.CLOUDS["loopback"] = LOOPBACK  # type: ignore[index]

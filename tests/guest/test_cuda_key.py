@@ -106,6 +106,8 @@ def test_what_is_not_one_whole_public_key_is_refused(gpg, tmp_path):
     cases = {
         "truncated": binary[:-7],
         "checksum": "\n".join([*lines[:data_line], flipped, *lines[data_line + 1:]]).encode(),
+        "crc line": "\n".join(line if not line.startswith("=") else "=abc" for line in lines).encode(),
+        "cut in a header": b"\xc6\xd0",  # a new-format header whose two-octet length is cut off
         "secret": gpg("--armor", "--export-secret-keys"),
         "html": b"<html><body>404 Not Found</body></html>\n",
         "empty": b"",
@@ -115,6 +117,7 @@ def test_what_is_not_one_whole_public_key_is_refused(gpg, tmp_path):
         key.write_bytes(data)
         refused = check(key, fingerprint, tmp_path / f"{name}.gpg")
         assert refused.returncode == 1 and "refusing" in refused.stderr, (name, refused.stderr)
+        assert "Traceback" not in refused.stderr, (name, refused.stderr)
         assert not (tmp_path / f"{name}.gpg").exists(), name
 
 
