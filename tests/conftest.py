@@ -152,6 +152,19 @@ def moto():
 
 
 @pytest.fixture
+def aws(moto, monkeypatch):
+    """A fresh account on moto's server, this process's AWS environment pointed at it, that may run one CodeBuild
+    build (applied quota 1 over the default 15), whatever its endpoint quotas."""
+    from aws_standin import add_codebuild_quota
+
+    moto.reset()
+    for key, value in moto.env().items():
+        monkeypatch.setenv(key, value)
+    add_codebuild_quota(monkeypatch, default=15.0, applied=1.0)
+    return moto
+
+
+@pytest.fixture
 def fake_pulumi(tmp_path):
     """fake_pulumi(outputs) -> env: a `pulumi` first on PATH that answers `stack output --json`
     as a deployed stack with these outputs would."""

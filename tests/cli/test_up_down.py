@@ -202,18 +202,6 @@ def test_ctrl_c_during_up_leaves_a_stack_that_up_finishes(world):
     assert len(world.world()["instances"]) == 1
 
 
-@pytest.fixture
-def aws(moto, monkeypatch):
-    """An account on moto's server that may run one CodeBuild build."""
-    from aws_standin import add_codebuild_quota
-
-    moto.reset()
-    for key, value in moto.env().items():
-        monkeypatch.setenv(key, value)
-    add_codebuild_quota(monkeypatch, default=15.0, applied=1.0)
-    return moto
-
-
 G4DN = "ml.g4dn.xlarge for endpoint usage"
 
 

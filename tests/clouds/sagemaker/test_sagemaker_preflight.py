@@ -27,16 +27,6 @@ G4DN = "ml.g4dn.xlarge for endpoint usage"
 SCOPE = StackScope("sagemaker-t4", "gemma4-t4")
 
 
-@pytest.fixture
-def aws(moto, monkeypatch):
-    """An account that may run CodeBuild builds (one, applied), whatever its endpoint quotas."""
-    moto.reset()
-    for key, value in moto.env().items():
-        monkeypatch.setenv(key, value)
-    add_codebuild_quota(monkeypatch, default=15.0, applied=1.0)
-    return moto
-
-
 def endpoint(moto, name: str, instances: int, instance_type: str = "ml.g4dn.xlarge", stack: str | None = None,
              region: str = "us-east-2", project: str = "gemma4-t4"):
     """An endpoint; with STACK, tagged as the component tags its own (organization, project and stack)."""
